@@ -1,0 +1,770 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * KUnit tests for the GICv3 ITS driver: NUMA placement of every page the
+ * driver allocates for an ITS, and clean failure when an allocation fails.
+ *
+ * This file is #included at the end of irq-gic-v3-its.c, so that it can
+ * drive the driver's static functions. Most cases probe an emulated ITS: a
+ * register frame in ordinary memory, whose GITS_TYPER and GITS_BASERn the
+ * test chooses, a GITS_BASERn write path that keeps the read-only fields
+ * and drops the page sizes and indirection the layout does not support, and
+ * a kthread that retires every command at once. The real ITS that the
+ * kernel probed at boot is checked too.
+ *
+ * Every page allocation goes through its_alloc_pages_node() and is freed
+ * through its_free_pages(). The tests redirect both, to count what is live
+ * and to make the Nth allocation fail.
+ */
+
+#include <kunit/test.h>
+#include <linux/kthread.h>
+#include <linux/nodemask.h>
+#include <linux/version.h>
+
+#define ITS_KUNIT_MAX_PAGES	64
+#define ITS_KUNIT_MAX_INJECT	64
+#define ITS_KUNIT_MAX_ITS	16
+#define ITS_KUNIT_FRAME_SZ	SZ_64K
+
+/* GITS_BASERn fields that software cannot change */
+#define ITS_KUNIT_BASER_RO	(GENMASK_ULL(58, 56) | GENMASK_ULL(52, 48))
+
+/* ITS page sizes an emulated ITS supports */
+#define ITS_KUNIT_PSZ_4K	BIT(0)
+#define ITS_KUNIT_PSZ_16K	BIT(1)
+#define ITS_KUNIT_PSZ_64K	BIT(2)
+#define ITS_KUNIT_PSZ_ALL	(ITS_KUNIT_PSZ_4K | ITS_KUNIT_PSZ_16K | ITS_KUNIT_PSZ_64K)
+
+/* Where the test stands in the seam: what is live, and what must fail. */
+struct its_kunit_its;
+
+struct its_kunit_seam {
+	struct its_kunit_its *emulated[ITS_KUNIT_MAX_ITS];
+	int calls;		/* allocations asked for */
+	int fail_at;		/* 1-based call to fail; 0: none */
+	int allocs;		/* allocations that succeeded */
+	int frees;		/* pages given back */
+	int bad_frees;		/* addresses the seam never handed out */
+	struct {
+		void *addr;
+		unsigned int order;
+		void *caller;
+	} live[ITS_KUNIT_MAX_PAGES];
+};
+
+struct its_kunit_its {
+	const struct its_kunit_layout *layout;
+	struct its_node *its;
+	void *frame;
+	struct fwnode_handle *fwnode;
+	struct task_struct *retire;
+	bool probed;
+};
+
+/*
+ * Layouts of the emulated ITS, chosen through GITS_TYPER and GITS_BASERn,
+ * and what the driver must make of them.
+ */
+struct its_kunit_layout {
+	const char *name;
+	u32 devbits;		/* device ID bits */
+	u64 basers[3];		/* type | entry size, per GITS_BASERn */
+	u32 psz_ok;		/* ITS_KUNIT_PSZ_* the ITS supports */
+	bool indirect_ok;	/* whether it supports two-level tables */
+	/* expected device table */
+	u32 want_psz;
+	bool want_indirect;
+	u32 want_order;
+};
+
+#define ITS_KUNIT_BASER(type, esz)					\
+	(((u64)(type) << GITS_BASER_TYPE_SHIFT) |			\
+	 ((u64)((esz) - 1) << GITS_BASER_ENTRY_SIZE_SHIFT))
+
+#define ITS_KUNIT_TABLES(dev_esz)					\
+	{								\
+		ITS_KUNIT_BASER(GITS_BASER_TYPE_DEVICE, dev_esz),	\
+		ITS_KUNIT_BASER(GITS_BASER_TYPE_COLLECTION, 16),	\
+		ITS_KUNIT_BASER(GITS_BASER_TYPE_VCPU, 32),		\
+	}
+
+static const struct its_kunit_layout its_kunit_layouts[] = {
+	{
+		.name = "64K flat",
+		.devbits = 8,
+		.basers = ITS_KUNIT_TABLES(8),
+		.psz_ok = ITS_KUNIT_PSZ_ALL,
+		.indirect_ok = true,
+		.want_psz = SZ_64K,
+		.want_indirect = false,
+		.want_order = 16 - PAGE_SHIFT,
+	},
+	{
+		.name = "64K indirect",
+		.devbits = 20,
+		.basers = ITS_KUNIT_TABLES(8),
+		.psz_ok = ITS_KUNIT_PSZ_ALL,
+		.indirect_ok = true,
+		.want_psz = SZ_64K,
+		.want_indirect = true,
+		.want_order = 16 - PAGE_SHIFT,
+	},
+	{
+		.name = "16K flat",
+		.devbits = 10,
+		.basers = ITS_KUNIT_TABLES(16),
+		.psz_ok = ITS_KUNIT_PSZ_16K,
+		.indirect_ok = true,
+		.want_psz = SZ_16K,
+		.want_indirect = false,
+		.want_order = 14 - PAGE_SHIFT,
+	},
+	{
+		.name = "4K indirect",
+		.devbits = 16,
+		.basers = ITS_KUNIT_TABLES(8),
+		.psz_ok = ITS_KUNIT_PSZ_4K,
+		.indirect_ok = true,
+		.want_psz = SZ_4K,
+		.want_indirect = true,
+		.want_order = 0,
+	},
+	{
+		/* 8 MiB of flat table, clamped to GITS_BASER_PAGES_MAX 4K pages */
+		.name = "4K flat over PAGES_MAX",
+		.devbits = 20,
+		.basers = ITS_KUNIT_TABLES(8),
+		.psz_ok = ITS_KUNIT_PSZ_4K,
+		.indirect_ok = false,
+		.want_psz = SZ_4K,
+		.want_indirect = false,
+		.want_order = 20 - PAGE_SHIFT,
+	},
+};
+
+static void its_kunit_layout_desc(const struct its_kunit_layout *l, char *desc)
+{
+	snprintf(desc, KUNIT_PARAM_DESC_SIZE, "%s", l->name);
+}
+
+KUNIT_ARRAY_PARAM(its_kunit_layout, its_kunit_layouts, its_kunit_layout_desc);
+
+/* NUMA_NO_NODE, then every online node. */
+static const int its_kunit_nodes[MAX_NUMNODES + 1] = {
+	[0] = NUMA_NO_NODE,
+	[1 ... MAX_NUMNODES] = -2,
+};
+
+static const void *its_kunit_node_gen_params(const void *prev, char *desc)
+{
+	const int *p = prev;
+	int node;
+
+	if (!p) {
+		p = &its_kunit_nodes[0];
+		snprintf(desc, KUNIT_PARAM_DESC_SIZE, "NUMA_NO_NODE");
+		return p;
+	}
+	node = p == &its_kunit_nodes[0] ? first_online_node :
+					   next_online_node(p - &its_kunit_nodes[1]);
+	if (node >= MAX_NUMNODES)
+		return NULL;
+	snprintf(desc, KUNIT_PARAM_DESC_SIZE, "node %d", node);
+	return &its_kunit_nodes[node + 1];
+}
+
+static int its_kunit_param_node(const int *p)
+{
+	return p == &its_kunit_nodes[0] ? NUMA_NO_NODE : (int)(p - &its_kunit_nodes[1]);
+}
+
+/*
+ * Managed clean-up. Linux 6.5 and later have kunit_add_action_or_reset();
+ * older kernels get the same effect from a KUnit resource.
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 5, 0)
+static int its_kunit_defer(struct kunit *test, void (*fn)(void *), void *data)
+{
+	return kunit_add_action_or_reset(test, fn, data);
+}
+#else
+struct its_kunit_deferred {
+	void (*fn)(void *data);
+	void *data;
+};
+
+static int its_kunit_deferred_init(struct kunit_resource *res, void *context)
+{
+	res->data = context;
+	return 0;
+}
+
+static void its_kunit_deferred_free(struct kunit_resource *res)
+{
+	struct its_kunit_deferred *d = res->data;
+
+	d->fn(d->data);
+	kfree(d);
+}
+
+static int its_kunit_defer(struct kunit *test, void (*fn)(void *), void *data)
+{
+	struct its_kunit_deferred *d = kmalloc(sizeof(*d), GFP_KERNEL);
+
+	if (!d) {
+		fn(data);
+		return -ENOMEM;
+	}
+	d->fn = fn;
+	d->data = data;
+	if (!kunit_alloc_resource(test, its_kunit_deferred_init,
+				  its_kunit_deferred_free, GFP_KERNEL, d)) {
+		fn(data);
+		kfree(d);
+		return -ENOMEM;
+	}
+	return 0;
+}
+#endif
+
+/* The seam's replacements. They run only in the test's own thread. */
+static struct its_kunit_seam *its_kunit_seam_of_current(void)
+{
+	struct kunit *test = current->kunit_test;
+
+	return test ? test->priv : NULL;
+}
+
+static struct page *its_kunit_alloc_pages_node(int node, gfp_t gfp,
+					       unsigned int order)
+{
+	struct its_kunit_seam *seam = its_kunit_seam_of_current();
+	struct page *page;
+	int i;
+
+	if (WARN_ON(!seam))
+		return NULL;
+	if (++seam->calls == seam->fail_at)
+		return NULL;
+	page = alloc_pages_node(node, gfp, order);
+	if (!page)
+		return NULL;
+	for (i = 0; i < ITS_KUNIT_MAX_PAGES; i++) {
+		if (!seam->live[i].addr) {
+			seam->live[i].addr = page_address(page);
+			seam->live[i].order = order;
+			seam->live[i].caller = __builtin_return_address(0);
+			break;
+		}
+	}
+	WARN_ON(i == ITS_KUNIT_MAX_PAGES);
+	seam->allocs++;
+	return page;
+}
+
+static void its_kunit_free_pages(void *addr, unsigned int order)
+{
+	struct its_kunit_seam *seam = its_kunit_seam_of_current();
+	int i;
+
+	if (WARN_ON(!seam))
+		return;
+	for (i = 0; i < ITS_KUNIT_MAX_PAGES; i++) {
+		if (seam->live[i].addr == addr && seam->live[i].order == order) {
+			seam->live[i].addr = NULL;
+			seam->frees++;
+			free_pages((unsigned long)addr, order);
+			return;
+		}
+	}
+	/* Never free what the seam did not hand out: it may be garbage. */
+	seam->bad_frees++;
+	kunit_fail_current_test("its_free_pages(%px, order %u) of a page the seam never allocated",
+				addr, order);
+}
+
+static struct its_kunit_its *its_kunit_emulated(struct its_node *its)
+{
+	struct its_kunit_seam *seam = its_kunit_seam_of_current();
+	int i;
+
+	for (i = 0; seam && i < ITS_KUNIT_MAX_ITS; i++) {
+		if (seam->emulated[i] && seam->emulated[i]->its == its)
+			return seam->emulated[i];
+	}
+	return NULL;
+}
+
+static u32 its_kunit_psz_flag(u64 val)
+{
+	switch (FIELD_GET(GITS_BASER_PAGE_SIZE_MASK, val)) {
+	case 0:
+		return ITS_KUNIT_PSZ_4K;
+	case 1:
+		return ITS_KUNIT_PSZ_16K;
+	default:
+		return ITS_KUNIT_PSZ_64K;
+	}
+}
+
+/*
+ * What the emulated ITS keeps of a GITS_BASERn write: the type and entry
+ * size are read-only, an unsupported page size reads back as the largest
+ * supported one, and indirection reads back as zero when unsupported.
+ */
+static u64 its_kunit_baser_written(const struct its_kunit_layout *l, int idx, u64 val)
+{
+	val = (val & ~ITS_KUNIT_BASER_RO) | (l->basers[idx] & ITS_KUNIT_BASER_RO);
+	if (!(its_kunit_psz_flag(val) & l->psz_ok)) {
+		u64 psz = l->psz_ok & ITS_KUNIT_PSZ_64K ? 2 :
+			  l->psz_ok & ITS_KUNIT_PSZ_16K ? 1 : 0;
+
+		val &= ~GITS_BASER_PAGE_SIZE_MASK;
+		val |= FIELD_PREP(GITS_BASER_PAGE_SIZE_MASK, psz);
+	}
+	if (!l->indirect_ok)
+		val &= ~GITS_BASER_INDIRECT;
+	return val;
+}
+
+static void its_kunit_write_baser(struct its_node *its, struct its_baser *baser, u64 val)
+{
+	struct its_kunit_its *e = its_kunit_emulated(its);
+	u32 idx = baser - its->tables;
+
+	if (e)
+		val = its_kunit_baser_written(e->layout, idx, val);
+	gits_write_baser(val, its->base + GITS_BASER + (idx << 3));
+	baser->val = its_read_baser(its, baser);
+}
+
+#ifdef ITS_KUNIT_REDIRECT
+/* Linux 6.1: the hook's stand-in for static stubs. */
+static void its_kunit_unstub(void *unused)
+{
+	its_kunit_alloc_pages_node_fn = NULL;
+	its_kunit_free_pages_fn = NULL;
+	its_kunit_write_baser_fn = NULL;
+}
+
+static void its_kunit_stub(struct kunit *test)
+{
+	its_kunit_alloc_pages_node_fn = its_kunit_alloc_pages_node;
+	its_kunit_free_pages_fn = its_kunit_free_pages;
+	its_kunit_write_baser_fn = its_kunit_write_baser;
+	KUNIT_ASSERT_EQ(test, its_kunit_defer(test, its_kunit_unstub, NULL), 0);
+}
+
+#define its_kunit_probe(its)	its_setup_one(its)
+#else
+static void its_kunit_stub(struct kunit *test)
+{
+	kunit_activate_static_stub(test, its_alloc_pages_node,
+				   its_kunit_alloc_pages_node);
+	kunit_activate_static_stub(test, its_free_pages, its_kunit_free_pages);
+	kunit_activate_static_stub(test, its_write_baser, its_kunit_write_baser);
+}
+
+#define its_kunit_probe(its)	its_probe_one(its)
+#endif
+
+/*
+ * Give back what a failed case left, so that one leak stays one. This runs
+ * after every other clean-up of the case, the unprobing of emulated ITSs
+ * included: managed actions run in reverse order.
+ */
+static void its_kunit_reap(void *data)
+{
+	struct its_kunit_seam *seam = data;
+	int i;
+
+	for (i = 0; i < ITS_KUNIT_MAX_PAGES; i++) {
+		if (seam->live[i].addr)
+			free_pages((unsigned long)seam->live[i].addr, seam->live[i].order);
+	}
+}
+
+static int its_kunit_init(struct kunit *test)
+{
+	struct its_kunit_seam *seam;
+
+	seam = kunit_kzalloc(test, sizeof(*seam), GFP_KERNEL);
+	if (!seam)
+		return -ENOMEM;
+	test->priv = seam;
+	if (its_kunit_defer(test, its_kunit_reap, seam))
+		return -ENOMEM;
+	its_kunit_stub(test);
+	return 0;
+}
+
+static int its_kunit_outstanding(struct kunit *test)
+{
+	struct its_kunit_seam *seam = test->priv;
+	int i;
+
+	for (i = 0; i < ITS_KUNIT_MAX_PAGES; i++) {
+		if (seam->live[i].addr)
+			kunit_info(test, "live: order-%u page %px from %pS\n",
+				   seam->live[i].order, seam->live[i].addr,
+				   seam->live[i].caller);
+	}
+	return seam->allocs - seam->frees;
+}
+
+/* The emulated ITS retires every command as soon as it is posted. */
+static int its_kunit_retire_fn(void *data)
+{
+	void __iomem *base = data;
+
+	while (!kthread_should_stop()) {
+		writeq_relaxed(readq_relaxed(base + GITS_CWRITER), base + GITS_CREADR);
+		usleep_range(20, 50);
+	}
+	return 0;
+}
+
+static void its_kunit_stop_retire(void *data)
+{
+	kthread_stop(data);
+}
+
+static void its_kunit_free_fwnode(void *data)
+{
+	irq_domain_free_fwnode(data);
+}
+
+static struct irq_domain *its_kunit_domain(struct its_kunit_its *e)
+{
+	return irq_find_matching_fwnode(e->fwnode, DOMAIN_BUS_ANY);
+}
+
+static bool its_kunit_registered(struct its_node *its)
+{
+	struct its_node *pos;
+	bool found = false;
+
+	raw_spin_lock(&its_lock);
+	list_for_each_entry(pos, &its_nodes, entry)
+		found |= pos == its;
+	raw_spin_unlock(&its_lock);
+	return found;
+}
+
+/* Undo a successful probe of an emulated ITS. */
+static void its_kunit_unprobe(void *data)
+{
+	struct its_kunit_its *e = data;
+	struct its_node *its = e->its;
+	struct irq_domain *domain;
+
+	if (!e->probed)
+		return;
+	e->probed = false;
+	raw_spin_lock(&its_lock);
+	list_del_init(&its->entry);
+	raw_spin_unlock(&its_lock);
+	domain = its_kunit_domain(e);
+	if (domain) {
+		void *info = domain->host_data;
+
+		irq_domain_remove(domain);
+		kfree(info);
+	}
+	kfree(its->collections);
+	its->collections = NULL;
+	its_free_tables(its);
+	its_free_pages(its->cmd_base, get_order(ITS_CMD_QUEUE_SZ));
+	its->cmd_base = NULL;
+}
+
+/* An emulated ITS with the given layout, ready to probe; freed at test end. */
+static struct its_kunit_its *its_kunit_new(struct kunit *test,
+					   const struct its_kunit_layout *l,
+					   int node)
+{
+	struct its_kunit_seam *seam = test->priv;
+	struct its_kunit_its *e;
+	struct its_node *its;
+	void __iomem *base;
+	int i;
+
+	e = kunit_kzalloc(test, sizeof(*e), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, e);
+	for (i = 0; i < ITS_KUNIT_MAX_ITS && seam->emulated[i]; i++)
+		;
+	KUNIT_ASSERT_LT(test, i, ITS_KUNIT_MAX_ITS);
+	seam->emulated[i] = e;
+	e->layout = l;
+	e->frame = kunit_kzalloc(test, ITS_KUNIT_FRAME_SZ, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, e->frame);
+	its = kunit_kzalloc(test, sizeof(*its), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, its);
+	e->its = its;
+	base = (void __iomem __force *)e->frame;
+
+	writeq_relaxed(FIELD_PREP(GITS_TYPER_DEVBITS, l->devbits - 1) |
+		       FIELD_PREP(GITS_TYPER_IDBITS, 15) |
+		       FIELD_PREP(GITS_TYPER_ITT_ENTRY_SIZE, 7) |
+		       GITS_TYPER_PLPIS, base + GITS_TYPER);
+	for (i = 0; i < ARRAY_SIZE(l->basers); i++)
+		writeq_relaxed(l->basers[i], base + GITS_BASER + i * 8);
+
+	e->fwnode = irq_domain_alloc_named_fwnode("kunit-its");
+	KUNIT_ASSERT_NOT_NULL(test, e->fwnode);
+	KUNIT_ASSERT_EQ(test, its_kunit_defer(test, its_kunit_free_fwnode, e->fwnode), 0);
+
+	raw_spin_lock_init(&its->lock);
+	mutex_init(&its->dev_alloc_lock);
+	INIT_LIST_HEAD(&its->entry);
+	INIT_LIST_HEAD(&its->its_device_list);
+	its->typer = gic_read_typer(base + GITS_TYPER);
+	its->base = base;
+	its->phys_base = virt_to_phys(e->frame);
+	its->get_msi_base = its_irq_get_msi_base;
+	its->numa_node = node;
+	its->fwnode_handle = e->fwnode;
+
+	e->retire = kthread_run(its_kunit_retire_fn, (void __force *)base,
+				"kunit-its-retire");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(e->retire));
+	KUNIT_ASSERT_EQ(test, its_kunit_defer(test, its_kunit_stop_retire, e->retire), 0);
+	return e;
+}
+
+static int its_kunit_probe_new(struct kunit *test, struct its_kunit_its *e)
+{
+	int err = its_kunit_probe(e->its);
+
+	if (!err) {
+		e->probed = true;
+		KUNIT_ASSERT_EQ(test, its_kunit_defer(test, its_kunit_unprobe, e), 0);
+	}
+	return err;
+}
+
+/*
+ * Check that every page of [va, va + size) sits on @node. NUMA_NO_NODE
+ * asks only that the memory be on some online node.
+ */
+static void its_kunit_expect_on_node(struct kunit *test, const char *what,
+				     const void *va, size_t size, int node)
+{
+	size_t off;
+
+	KUNIT_ASSERT_NOT_NULL_MSG(test, va, "%s was not allocated", what);
+	for (off = 0; off < size; off += PAGE_SIZE) {
+		int nid = page_to_nid(virt_to_page(va + off));
+
+		if (node == NUMA_NO_NODE)
+			KUNIT_EXPECT_TRUE_MSG(test, node_online(nid),
+					      "%s page %zu of %zu is on offline node %d",
+					      what, off / PAGE_SIZE + 1,
+					      DIV_ROUND_UP(size, PAGE_SIZE), nid);
+		else
+			KUNIT_EXPECT_EQ_MSG(test, nid, node,
+					    "%s page %zu of %zu (pfn %#lx) is on node %d, the ITS on node %d",
+					    what, off / PAGE_SIZE + 1,
+					    DIV_ROUND_UP(size, PAGE_SIZE),
+					    page_to_pfn(virt_to_page(va + off)), nid, node);
+	}
+}
+
+static void its_kunit_expect_tables_on_node(struct kunit *test, struct its_node *its,
+					    int node)
+{
+	char what[64];
+	int i;
+
+	its_kunit_expect_on_node(test, "command queue", its->cmd_base,
+				 ITS_CMD_QUEUE_SZ, node);
+	for (i = 0; i < GITS_BASER_NR_REGS; i++) {
+		struct its_baser *baser = &its->tables[i];
+
+		if (!baser->base)
+			continue;
+		snprintf(what, sizeof(what), "GITS_BASER%d %s table (%s)", i,
+			 its_base_type_string[GITS_BASER_TYPE(baser->val)],
+			 baser->val & GITS_BASER_INDIRECT ? "indirect" : "flat");
+		its_kunit_expect_on_node(test, what, baser->base,
+					 PAGE_ORDER_TO_SIZE(baser->order), node);
+	}
+}
+
+/* The level-2 page that holds @id's entry in an indirect table. */
+static void *its_kunit_lvl2(struct its_baser *baser, u32 id)
+{
+	u32 esz = GITS_BASER_ENTRY_SIZE(baser->val);
+	__le64 *table = baser->base;
+	u64 entry = le64_to_cpu(table[id >> ilog2(baser->psz / esz)]);
+
+	if (!(entry & GITS_BASER_VALID))
+		return NULL;
+	return phys_to_virt(entry & GENMASK_ULL(51, 12));
+}
+
+static struct its_baser *its_kunit_device_table(struct kunit *test, struct its_node *its)
+{
+	struct its_baser *baser = its_get_baser(its, GITS_BASER_TYPE_DEVICE);
+
+	KUNIT_ASSERT_NOT_NULL_MSG(test, baser, "the ITS has no device table");
+	return baser;
+}
+
+/*
+ * Probe an emulated ITS of every layout, on every online node and on
+ * NUMA_NO_NODE. The command queue and every table must sit on the ITS's
+ * node, and so must the level-2 device table page and the ITT of a device
+ * created afterwards.
+ */
+static void its_kunit_probe_places_all_on_node(struct kunit *test)
+{
+	int node = its_kunit_param_node(test->param_value);
+	const struct its_kunit_layout *l;
+	struct its_baser *dt;
+	struct its_device *dev;
+	struct its_kunit_its *e;
+	u32 dev_id;
+
+	for (l = its_kunit_layouts; l < its_kunit_layouts + ARRAY_SIZE(its_kunit_layouts); l++) {
+		e = its_kunit_new(test, l, node);
+		KUNIT_ASSERT_EQ_MSG(test, its_kunit_probe_new(test, e), 0,
+				    "%s ITS on node %d failed to probe", l->name, node);
+		KUNIT_EXPECT_TRUE(test, its_kunit_registered(e->its));
+		dt = its_kunit_device_table(test, e->its);
+		KUNIT_EXPECT_EQ_MSG(test, dt->psz, l->want_psz, "%s: device table page size",
+				    l->name);
+		KUNIT_EXPECT_EQ_MSG(test, !!(dt->val & GITS_BASER_INDIRECT), l->want_indirect,
+				    "%s: device table indirection", l->name);
+		KUNIT_EXPECT_EQ_MSG(test, dt->order, l->want_order, "%s: device table order",
+				    l->name);
+		its_kunit_expect_tables_on_node(test, e->its, node);
+
+		dev_id = BIT(l->devbits) - 3;
+		if (!l->want_indirect)
+			dev_id = min_t(u32, dev_id,
+				       PAGE_ORDER_TO_SIZE(dt->order) /
+				       GITS_BASER_ENTRY_SIZE(dt->val) - 1);
+		dev = its_create_device(e->its, dev_id, 32, false);
+		KUNIT_ASSERT_NOT_NULL_MSG(test, dev, "creating device %#x on the %s ITS",
+					  dev_id, l->name);
+		if (l->want_indirect)
+			its_kunit_expect_on_node(test, "level-2 device table page",
+						 its_kunit_lvl2(dt, dev_id), dt->psz, node);
+		its_kunit_expect_on_node(test, "device ITT", dev->itt, 1, node);
+		its_free_device(dev);
+	}
+}
+
+/*
+ * Fail the 1st page allocation of the probe, then the 2nd, and so on until
+ * the probe no longer allocates that many. Each failing probe must return
+ * an error, give back every page it took, and leave nothing registered.
+ */
+static void its_kunit_probe_fails_cleanly(struct kunit *test)
+{
+	const struct its_kunit_layout *l = test->param_value;
+	struct its_kunit_seam *seam = test->priv;
+	struct its_kunit_its *e;
+	int n, err;
+
+	for (n = 1; n <= ITS_KUNIT_MAX_INJECT; n++) {
+		e = its_kunit_new(test, l, first_online_node);
+		seam->calls = 0;
+		seam->fail_at = n;
+		err = its_kunit_probe_new(test, e);
+		seam->fail_at = 0;
+		if (seam->calls < n) {
+			KUNIT_EXPECT_EQ_MSG(test, err, 0,
+					    "probe failed (%d) with no allocation failed", err);
+			break;
+		}
+		KUNIT_EXPECT_NE_MSG(test, err, 0,
+				    "probe of the %s ITS returned 0 although page allocation %d failed",
+				    l->name, n);
+		KUNIT_EXPECT_EQ_MSG(test, its_kunit_outstanding(test), 0,
+				    "pages leaked after allocation %d failed (%d allocated, %d freed)",
+				    n, seam->allocs, seam->frees);
+		KUNIT_EXPECT_FALSE_MSG(test, its_kunit_registered(e->its),
+				       "ITS left on its_nodes after allocation %d failed", n);
+		KUNIT_EXPECT_NULL_MSG(test, its_kunit_domain(e),
+				      "irq domain left after allocation %d failed", n);
+		if (!err)
+			break;	/* the seam refuses to free what it never gave */
+	}
+	KUNIT_EXPECT_LE(test, n, ITS_KUNIT_MAX_INJECT);
+	KUNIT_EXPECT_EQ(test, seam->bad_frees, 0);
+	kunit_info(test, "%s ITS: walked %d injection points\n", l->name, n - 1);
+}
+
+/*
+ * The level-2 device table page is allocated when a device is created.
+ * When that allocation fails, creating the device fails, and nothing leaks.
+ */
+static void its_kunit_lvl2_failure_is_clean(struct kunit *test)
+{
+	struct its_kunit_seam *seam = test->priv;
+	struct its_baser *dt;
+	struct its_kunit_its *e;
+	int before;
+
+	e = its_kunit_new(test, &its_kunit_layouts[1], first_online_node);
+	KUNIT_ASSERT_EQ(test, its_kunit_probe_new(test, e), 0);
+	dt = its_kunit_device_table(test, e->its);
+	before = seam->allocs - seam->frees;
+	seam->calls = 0;
+	seam->fail_at = 1;
+	KUNIT_EXPECT_NULL(test, its_create_device(e->its, 0x1234, 32, false));
+	seam->fail_at = 0;
+	KUNIT_EXPECT_EQ_MSG(test, seam->calls, 1,
+			    "creating a device made %d page allocations", seam->calls);
+	KUNIT_EXPECT_EQ(test, seam->allocs - seam->frees, before);
+	KUNIT_EXPECT_TRUE(test, list_empty(&e->its->its_device_list));
+	KUNIT_EXPECT_NULL(test, its_kunit_lvl2(dt, 0x1234));
+}
+
+/* The ITS that the kernel probed at boot, on the node its firmware gives. */
+static void its_kunit_boot_its_on_node(struct kunit *test)
+{
+	struct its_node *its;
+	int checked = 0;
+
+	list_for_each_entry(its, &its_nodes, entry) {
+		kunit_info(test, "ITS@%pa: numa_node %d, %d online nodes\n",
+			   &its->phys_base, its->numa_node, num_online_nodes());
+		if (its->numa_node == NUMA_NO_NODE || num_online_nodes() < 2)
+			continue;
+		its_kunit_expect_tables_on_node(test, its, its->numa_node);
+		checked++;
+	}
+	if (list_empty(&its_nodes))
+		kunit_skip(test, "no ITS was probed at boot");
+	if (!checked)
+		kunit_skip(test, "no ITS with a NUMA node on a multi-node system");
+}
+
+static struct kunit_case its_kunit_placement_cases[] __refdata = {
+	KUNIT_CASE_PARAM(its_kunit_probe_places_all_on_node, its_kunit_node_gen_params),
+	KUNIT_CASE(its_kunit_boot_its_on_node),
+	{}
+};
+
+static struct kunit_suite its_kunit_placement_suite = {
+	.name = "irq_gic_v3_its_placement",
+	.init = its_kunit_init,
+	.test_cases = its_kunit_placement_cases,
+};
+
+static struct kunit_case its_kunit_failure_cases[] __refdata = {
+	KUNIT_CASE_PARAM(its_kunit_probe_fails_cleanly, its_kunit_layout_gen_params),
+	KUNIT_CASE(its_kunit_lvl2_failure_is_clean),
+	{}
+};
+
+static struct kunit_suite its_kunit_failure_suite = {
+	.name = "irq_gic_v3_its_alloc_failure",
+	.init = its_kunit_init,
+	.test_cases = its_kunit_failure_cases,
+};
+
+kunit_test_init_section_suites(&its_kunit_placement_suite, &its_kunit_failure_suite);
