@@ -17,6 +17,7 @@
  */
 
 #include <kunit/test.h>
+#include <kunit/test-bug.h>
 #include <linux/kthread.h>
 #include <linux/nodemask.h>
 #include <linux/version.h>
@@ -338,7 +339,7 @@ static void its_kunit_write_baser(struct its_node *its, struct its_baser *baser,
 	baser->val = its_read_baser(its, baser);
 }
 
-#ifdef ITS_KUNIT_REDIRECT
+#ifdef ITS_KUNIT_FN_HOOKS
 /* Linux 6.1: the hook's stand-in for static stubs. */
 static void its_kunit_unstub(void *unused)
 {

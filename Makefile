@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# kloc: kernel locality tests. "make help" lists the targets.
+
+KERNEL     ?= 6.12
+KDIR       ?=
+OUT        ?= out
+TOPOLOGIES ?=
+JOBS       ?= $(shell nproc)
+TIMEOUT    ?= 300
+PYTHON     ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
+export KLOC_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kloc
+
+KLOC  = PYTHONPATH=$(CURDIR)/tools $(PYTHON) -m kloc
+TREE  = --kernel $(KERNEL) $(if $(KDIR),--kdir $(KDIR))
+
+.PHONY: help deps tree install uninstall patches kunit report run test \
+	check-tools lint clean
+
+help:
+	@echo 'kloc: kernel locality tests (see README.md)'
+	@echo
+	@echo '  make run         install, build and run everything; print the summary'
+	@echo '  make test        the package'"'"'s own tests, lint, and KUnit on 6.12 and 6.1'
+	@echo
+	@echo '  make deps        install missing Debian packages (as root), or list them'
+	@echo '  make tree        extract the kernel tree (KERNEL=6.12|6.1), print its path'
+	@echo '  make install     install the tests and hooks into the tree'
+	@echo '  make uninstall   restore the tree byte for byte'
+	@echo '  make patches     export the series as git-am-able patches to $$(OUT)/patches'
+	@echo '  make kunit       KUnit on every topology: KTAP, JSON, $$(OUT)/kunit/junit.xml'
+	@echo '  make report      merge $$(OUT)/kunit into junit.xml and print the summary'
+	@echo '  make check-tools unit tests of tools/'
+	@echo '  make lint        checkpatch --strict, W=1 and sparse, mypy --strict, shellcheck'
+	@echo '  make clean       remove $$(OUT)'
+	@echo
+	@echo 'Variables: KERNEL=$(KERNEL) KDIR=$(KDIR) OUT=$(OUT) TOPOLOGIES=$(TOPOLOGIES)'
+	@echo '           JOBS=$(JOBS) TIMEOUT=$(TIMEOUT) KLOC_CACHE=$(KLOC_CACHE)'
+
+deps:
+	@tools/deps.sh
+
+tree: deps
+	@$(KLOC) tree $(TREE)
+
+install: deps
+	@$(KLOC) install $(TREE)
+
+uninstall: deps
+	@$(KLOC) uninstall $(TREE)
+
+patches: deps
+	@$(KLOC) patches $(TREE) --out $(OUT)
+
+kunit: deps
+	@$(KLOC) kunit $(TREE) --out $(OUT) --jobs $(JOBS) --timeout $(TIMEOUT) \
+		$(if $(TOPOLOGIES),--topologies $(TOPOLOGIES))
+
+report:
+	@$(KLOC) report --out $(OUT)
+
+run: deps
+	@$(KLOC) kunit $(TREE) --out $(OUT) --jobs $(JOBS) --timeout $(TIMEOUT) \
+		$(if $(TOPOLOGIES),--topologies $(TOPOLOGIES))
+
+check-tools:
+	@cd tools && $(PYTHON) -m unittest discover -s tests -t . $(if $(V),-v)
+
+lint: deps
+	@OUT=$(OUT) PYTHON=$(PYTHON) tools/lint.sh
+
+test: deps
+	@OUT=$(OUT) PYTHON=$(PYTHON) JOBS=$(JOBS) TIMEOUT=$(TIMEOUT) tools/make-test.sh
+
+clean:
+	rm -rf $(OUT)

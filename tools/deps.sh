@@ -1,0 +1,74 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Check that everything kloc needs is installed. As root on Debian, install
+# what is missing with apt-get; otherwise print the list and the command,
+# and fail before anything else runs.
+#
+# Usage: tools/deps.sh [--check-only]
+
+set -euo pipefail
+
+# Debian package, then the file or command that shows it is installed.
+DEPS=(
+	"make make"
+	"gcc gcc"
+	"git git"
+	"patch patch"
+	"xz-utils xz"
+	"perl perl"
+	"python3 /usr/bin/python3"
+	"gcc-aarch64-linux-gnu aarch64-linux-gnu-gcc"
+	"qemu-system-arm qemu-system-aarch64"
+	"qemu-system-x86 qemu-system-x86_64"
+	"flex flex"
+	"bison bison"
+	"bc bc"
+	"libelf-dev /usr/include/libelf.h"
+	"libssl-dev /usr/include/openssl/ssl.h"
+	"device-tree-compiler fdtput"
+	"busybox-static /bin/busybox"
+	"cpio cpio"
+	"ccache ccache"
+	"kmod depmod"
+	"sparse sparse"
+	"shellcheck shellcheck"
+	"mypy /usr/bin/mypy"
+	"linux-source-6.12 /usr/src/linux-source-6.12.tar.xz"
+	"linux-source-6.1 /usr/src/linux-source-6.1.tar.xz"
+)
+
+present() {
+	case "$1" in
+	/*) [ -e "$1" ] ;;
+	*) command -v "$1" >/dev/null 2>&1 ;;
+	esac
+}
+
+missing=()
+for entry in "${DEPS[@]}"; do
+	read -r pkg probe <<<"$entry"
+	present "$probe" || missing+=("$pkg")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+	exit 0
+fi
+
+cmd="apt-get install -y --no-install-recommends ${missing[*]}"
+if [ "${1:-}" = "--check-only" ] || [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
+	echo "kloc: missing: ${missing[*]}" >&2
+	if command -v apt-get >/dev/null; then
+		echo "kloc: install them as root with:" >&2
+		echo "  apt-get update && $cmd" >&2
+	else
+		echo "kloc: this is not a Debian system; install the equivalents of these" >&2
+		echo "  Debian packages with your package manager" >&2
+	fi
+	exit 1
+fi
+
+echo "kloc: installing: ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q >&2
+apt-get install -y -q --no-install-recommends "${missing[@]}" >&2

@@ -1,0 +1,140 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Command line: python3 -m kloc COMMAND [options]."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from . import install, junit, kunit_run, mailpatch, progress, series, summary, topology
+from .apply import HunkError
+from .ktree import Tree, TreeError, resolve
+from .paths import cache_dir
+from .series import SeriesError
+from .version import VersionError
+
+ERRORS = (TreeError, install.InstallError, SeriesError, HunkError, VersionError,
+          kunit_run.KunitError, topology.TopologyError)
+
+
+def _tree(args: argparse.Namespace) -> Tree:
+    return resolve(args.kernel, args.kdir, cache_dir())
+
+
+def cmd_tree(args: argparse.Namespace) -> int:
+    print(_tree(args).path)
+    return 0
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    tree = _tree(args)
+    written = install.install(tree.path, tree.version, series.load_series())
+    if written:
+        progress.say(f'installed into Linux {tree.version} at {tree.path}: '
+                     + ', '.join(written))
+    else:
+        progress.say(f'Linux {tree.version} at {tree.path} already carries this package; '
+                     'nothing changed')
+    return 0
+
+
+def cmd_uninstall(args: argparse.Namespace) -> int:
+    tree = _tree(args)
+    restored = install.uninstall(tree.path)
+    if restored:
+        progress.say(f'restored {len(restored)} files in {tree.path}: ' + ', '.join(restored))
+    else:
+        progress.say(f'{tree.path} does not carry this package; nothing to do')
+    return 0
+
+
+def cmd_patches(args: argparse.Namespace) -> int:
+    tree = _tree(args)
+    plan = install.plan(tree.path, tree.version, series.load_series())
+    out = Path(args.out) / 'patches' / tree.label
+    written = mailpatch.export(plan, out, str(tree.version))
+    for p in written:
+        print(p)
+    progress.say(f'{len(written)} patches for Linux {tree.version} in {out}; '
+                 f'apply with: git am {out}/*.patch')
+    return 0
+
+
+def report(out: Path) -> int:
+    kout = out / 'kunit'
+    runs = kunit_run.load_runs(kout)
+    kout.mkdir(parents=True, exist_ok=True)
+    (kout / 'junit.xml').write_text(junit.to_xml(runs))
+    text = summary.render(runs)
+    (kout / 'summary.txt').write_text(text)
+    print(text, end='')
+    print(f'Results: {kout}/<kernel>/<topology>.{{ktap,json,console}}, '
+          f'JUnit: {kout / "junit.xml"}')
+    return 0 if summary.ok(runs) else 1
+
+
+def cmd_kunit(args: argparse.Namespace) -> int:
+    tree = _tree(args)
+    names = [t for t in args.topologies.split(',') if t] if args.topologies \
+        else list(topology.TOPOLOGIES)
+    for n in names:
+        topology.get(n)
+    install.install(tree.path, tree.version, series.load_series())
+    cache = cache_dir()
+    out = Path(args.out)
+    job = kunit_run.Job(tree, kunit_run.build_dir_for(tree, cache), out / 'kunit' / tree.label,
+                        tuple(names), args.jobs, args.timeout, cache)
+    kunit_run.run(job)
+    return report(out)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    return report(Path(args.out))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog='kloc', description=__doc__)
+    sub = p.add_subparsers(dest='command', required=True)
+
+    def tree_opts(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument('--kernel', default=os.environ.get('KERNEL', '6.12'),
+                        help="Debian linux-source version: 6.12 or 6.1")
+        sp.add_argument('--kdir', default=os.environ.get('KDIR', ''),
+                        help='your own kernel tree (wins over --kernel)')
+
+    for name, fn in (('tree', cmd_tree), ('install', cmd_install),
+                     ('uninstall', cmd_uninstall)):
+        sp = sub.add_parser(name)
+        tree_opts(sp)
+        sp.set_defaults(fn=fn)
+    sp = sub.add_parser('patches')
+    tree_opts(sp)
+    sp.add_argument('--out', default='out')
+    sp.set_defaults(fn=cmd_patches)
+    sp = sub.add_parser('kunit')
+    tree_opts(sp)
+    sp.add_argument('--out', default='out')
+    sp.add_argument('--topologies', default='',
+                    help='comma-separated; default: all of ' + ','.join(topology.TOPOLOGIES))
+    sp.add_argument('--jobs', type=int, default=os.cpu_count() or 1)
+    sp.add_argument('--timeout', type=int, default=300,
+                    help='seconds one boot may take before it counts as hung')
+    sp.set_defaults(fn=cmd_kunit)
+    sp = sub.add_parser('report')
+    sp.add_argument('--out', default='out')
+    sp.set_defaults(fn=cmd_report)
+
+    args = p.parse_args(argv)
+    try:
+        rc: int = args.fn(args)
+        return rc
+    except ERRORS as e:
+        print(f'kloc {args.command}: error: {e}', file=sys.stderr)
+        return 2
+    except subprocess.CalledProcessError as e:
+        print(f'kloc {args.command}: error: {" ".join(map(str, e.cmd))} exited '
+              f'{e.returncode}', file=sys.stderr)
+        return 2

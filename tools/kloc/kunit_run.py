@@ -1,0 +1,165 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Build a tree's KUnit kernel once with kunit.py, and run it on every topology."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import ktap, progress, topology
+from .junit import Run
+from .ktree import Tree
+from .paths import PACKAGE_ROOT, QEMU_CONFIGS
+from .procs import run_logged, tail
+
+KUNITCONFIGS = (PACKAGE_ROOT / 'kunit' / 'its' / '.kunitconfig',)
+
+
+class KunitError(Exception):
+    """The kernel did not build, or kunit.py could not run it."""
+
+
+@dataclass(frozen=True)
+class Job:
+    tree: Tree
+    build_dir: Path
+    out_dir: Path
+    topologies: tuple[str, ...]
+    jobs: int
+    timeout: int
+    cache: Path
+
+    @property
+    def kunit_py(self) -> Path:
+        return self.tree.path / 'tools' / 'testing' / 'kunit' / 'kunit.py'
+
+
+def build_dir_for(tree: Tree, cache: Path, arch: str = 'arm64') -> Path:
+    key = hashlib.sha256(str(tree.path).encode()).hexdigest()[:8]
+    return cache / 'build' / f'{tree.label}-{key}-{arch}'
+
+
+def qemu_config(name: str) -> Path:
+    path = QEMU_CONFIGS / f'{name}.py'
+    if not path.is_file():
+        raise KunitError(f'no kunit.py QEMU config for topology {name}: {path} is missing')
+    return path
+
+
+def _toolchain_args() -> list[str]:
+    host = platform.machine()
+    cross = '' if host in ('aarch64', 'arm64') else 'aarch64-linux-gnu-'
+    args = [f'--cross_compile={cross}'] if cross else []
+    cc = f'{cross}gcc'
+    if shutil.which('ccache'):
+        args.append(f'--make_options=CC=ccache {cc}')
+    return args
+
+
+def _env(cache: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault('CCACHE_DIR', str(cache / 'ccache'))
+    env.setdefault('CCACHE_MAXSIZE', '8G')
+    env['KLOC_CACHE'] = str(cache)
+    return env
+
+
+def build(job: Job) -> None:
+    cmd = [sys.executable, str(job.kunit_py), 'build', f'--build_dir={job.build_dir}',
+           f'--arch=arm64', f'--qemu_config={qemu_config(job.topologies[0])}',
+           f'--jobs={job.jobs}'] + [f'--kunitconfig={k}' for k in KUNITCONFIGS]
+    cmd += _toolchain_args()
+    log = job.out_dir / 'build.log'
+    progress.say(f'{job.tree.label}: building the arm64 KUnit kernel in {job.build_dir} '
+                 f'(log: {log})')
+    start = time.monotonic()
+    rc = run_logged(cmd, log, f'{job.tree.label} build', cwd=job.tree.path, env=_env(job.cache))
+    if rc != 0:
+        raise KunitError(f'{job.tree.label}: the kernel did not build (kunit.py exited {rc}); '
+                         f'last lines of {log}:\n{tail(log)}')
+    progress.say(f'{job.tree.label}: built in {time.monotonic() - start:.0f} s')
+
+
+def extract_ktap(console: str) -> str:
+    """The KTAP part of a console log, without printk timestamps."""
+    lines = [re.sub(r'^\[\s*\d+\.\d+\]\s?', '', x) for x in console.splitlines()]
+    for i, line in enumerate(lines):
+        if re.match(r'\s*K?TAP version \d+', line):
+            return '\n'.join(lines[i:]) + '\n'
+    return ''
+
+
+def check_topology(doc: ktap.Document, topo: topology.Topology) -> ktap.Result:
+    """Did the kernel see the ITS on the node this topology's DTB gives it?"""
+    want = -1 if topo.its_node is None else topo.its_node
+    seen = [int(m.group(1)) for s in doc.suites for _, leaf in s.leaves()
+            for line in leaf.log
+            for m in [re.search(r'ITS@\S+ numa_node (-?\d+)', line)] if m]
+    case = ktap.Result('its_numa_node_from_dtb', log=[f'expected ITS numa_node {want}, '
+                                                       f'the kernel reported {seen}'])
+    if not seen:
+        case.status, case.reason = ktap.Status.SKIP, 'the ITS suite reported no ITS'
+    elif all(n == want for n in seen):
+        case.status = ktap.Status.PASS
+    else:
+        case.status = ktap.Status.FAIL
+        case.reason = f'ITS on node {seen}, the {topo.name} DTB says {want}'
+    return ktap.Result('kloc_topology', status=case.status, children=[case])
+
+
+def run_topology(job: Job, name: str) -> Run:
+    topo = topology.get(name)
+    out = job.out_dir
+    cmd = [sys.executable, str(job.kunit_py), 'exec', f'--build_dir={job.build_dir}',
+           '--arch=arm64', f'--qemu_config={qemu_config(name)}', f'--timeout={job.timeout}',
+           f'--json={out / (name + ".json")}']
+    progress.say(f'{job.tree.label}: running on {name} ({topo.about})')
+    start = time.monotonic()
+    rc = run_logged(cmd, out / f'{name}.log', f'{job.tree.label} {name}',
+                    cwd=job.tree.path, env=_env(job.cache))
+    seconds = time.monotonic() - start
+    console_src = job.build_dir / 'test.log'
+    console = console_src.read_text(errors='replace') if console_src.exists() else ''
+    (out / f'{name}.console').write_text(console)
+    (out / f'{name}.ktap').write_text(extract_ktap(console))
+    meta = out / f'{name}.meta.json'
+    meta.write_text(json.dumps(
+        {'kernel': job.tree.label, 'topology': name, 'seconds': round(seconds, 2),
+         'kunit_py_exit': rc}, indent=1) + '\n')
+    result = load_run(meta)
+    c = result.doc.counts()
+    progress.say(f'{job.tree.label} {name}: ' + ', '.join(
+        f'{v} {k.value.lower()}' for k, v in c.items() if v) + f' in {seconds:.1f} s'
+        + ('' if result.doc.found else ' (no KTAP output: the kernel did not boot)'))
+    return result
+
+
+def load_run(meta: Path) -> Run:
+    """A run recorded as <topology>.meta.json and <topology>.console."""
+    m = json.loads(meta.read_text())
+    console = meta.with_name(f'{m["topology"]}.console')
+    doc = ktap.parse(console.read_text(errors='replace') if console.exists() else '')
+    if doc.found:
+        doc.suites.append(check_topology(doc, topology.get(m['topology'])))
+    return Run(m['kernel'], m['topology'], doc, float(m['seconds']))
+
+
+def load_runs(kunit_out: Path) -> list[Run]:
+    """Every run recorded under OUT/kunit/<kernel>/, for merging."""
+    return [load_run(meta) for meta in sorted(kunit_out.glob('*/*.meta.json'))]
+
+
+def run(job: Job) -> list[Run]:
+    if job.out_dir.exists():
+        shutil.rmtree(job.out_dir)
+    job.out_dir.mkdir(parents=True)
+    build(job)
+    return [run_topology(job, t) for t in job.topologies]

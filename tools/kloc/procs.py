@@ -1,0 +1,53 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Run a long command with its output in a log file and a heartbeat on stderr."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from . import progress
+
+HEARTBEAT_S = 30.0
+
+
+def last_line(path: Path) -> str:
+    try:
+        with path.open('rb') as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 4096))
+            lines = f.read().decode(errors='replace').strip().splitlines()
+    except OSError:
+        return ''
+    return lines[-1][:120] if lines else ''
+
+
+def tail(path: Path, n: int = 30) -> str:
+    try:
+        lines = path.read_text(errors='replace').splitlines()
+    except OSError:
+        return ''
+    return '\n'.join(lines[-n:])
+
+
+def run_logged(cmd: list[str], log: Path, what: str, cwd: Path | None = None,
+               env: Mapping[str, str] | None = None) -> int:
+    """Run cmd, output to log; print progress every HEARTBEAT_S. Returns the exit code."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with log.open('w') as out:
+        out.write('$ ' + ' '.join(cmd) + '\n')
+        out.flush()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
+                                env=None if env is None else dict(env))
+        while True:
+            try:
+                return proc.wait(timeout=HEARTBEAT_S)
+            except subprocess.TimeoutExpired:
+                progress.say(f'{what}: {int(time.monotonic() - start)} s; {last_line(log)}')
+            except KeyboardInterrupt:
+                proc.terminate()
+                proc.wait()
+                raise

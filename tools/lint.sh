@@ -1,0 +1,60 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# The lint gates: shellcheck, mypy --strict, checkpatch --strict on every C
+# file and every exported patch, and a W=1 + sparse build of the driver
+# with the package installed, for each kernel that has a KUnit build dir.
+
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-/usr/bin/python3}
+OUT=${OUT:-out}
+KERNELS=${KERNELS:-6.12 6.1}
+kloc() { PYTHONPATH="$PWD/tools" "$PYTHON" -m kloc "$@"; }
+fail=0
+step() { echo "lint: $*" >&2; }
+
+step "shellcheck"
+mapfile -t shells < <(git ls-files '*.sh' .ci/run 2>/dev/null || find . -name '*.sh')
+shellcheck "${shells[@]}" || fail=1
+
+step "mypy --strict"
+(cd tools && mypy --strict --no-error-summary kloc tests) || fail=1
+
+for k in $KERNELS; do
+	tree=$(kloc tree --kernel "$k")
+	step "checkpatch --strict (Linux $k)"
+	out="$OUT/lint/$k"
+	rm -rf "$out"
+	kloc patches --kernel "$k" --out "$out" >/dev/null
+	while IFS= read -r -d '' f; do
+		"$tree/scripts/checkpatch.pl" --strict --quiet --no-summary \
+			--root="$tree" -f "$f" || fail=1
+	done < <(find kunit selftests -name '*.[ch]' -print0)
+	for p in "$out"/patches/*/*.patch; do
+		"$tree/scripts/checkpatch.pl" --strict --quiet --no-summary \
+			--root="$tree" "$p" || fail=1
+	done
+
+	build=$(find "$KLOC_CACHE/build" -maxdepth 1 -name "linux-$k.*-arm64" | head -n 1)
+	if [ -z "$build" ] || [ ! -f "$build/.config" ]; then
+		step "no arm64 build of Linux $k yet: run make kunit KERNEL=$k first"
+		fail=1
+		continue
+	fi
+	step "W=1 C=2 build of drivers/irqchip/irq-gic-v3-its.o (Linux $k)"
+	kloc install --kernel "$k" 2>/dev/null
+	cross=aarch64-linux-gnu-
+	case "$(uname -m)" in aarch64|arm64) cross= ;; esac
+	log="$out/w1.log"
+	if ! make -s -C "$tree" O="$build" ARCH=arm64 CROSS_COMPILE="$cross" \
+		W=1 C=2 drivers/irqchip/irq-gic-v3-its.o >"$log" 2>&1; then
+		cat "$log"
+		fail=1
+	elif grep -E 'warning:|error:' "$log"; then
+		fail=1
+	fi
+done
+
+exit $fail
