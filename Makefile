@@ -14,7 +14,7 @@ export KLOC_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kloc
 KLOC  = PYTHONPATH=$(CURDIR)/tools $(PYTHON) -m kloc
 TREE  = --kernel $(KERNEL) $(if $(KDIR),--kdir $(KDIR))
 
-.PHONY: help deps tree install uninstall patches kunit report run test \
+.PHONY: help deps tree install uninstall patches kunit mutants report run test \
 	check-tools lint clean
 
 help:
@@ -29,6 +29,7 @@ help:
 	@echo '  make uninstall   restore the tree byte for byte'
 	@echo '  make patches     export the series as git-am-able patches to $$(OUT)/patches'
 	@echo '  make kunit       KUnit on every topology: KTAP, JSON, $$(OUT)/kunit/junit.xml'
+	@echo '  make mutants     apply each mutant to a copy of the tree; each must be caught'
 	@echo '  make report      merge $$(OUT)/kunit into junit.xml and print the summary'
 	@echo '  make check-tools unit tests of tools/'
 	@echo '  make lint        checkpatch --strict, W=1 and sparse, mypy --strict, shellcheck'
@@ -55,6 +56,9 @@ patches: deps
 kunit: deps
 	@$(KLOC) kunit $(TREE) --out $(OUT) --jobs $(JOBS) --timeout $(TIMEOUT) \
 		$(if $(TOPOLOGIES),--topologies $(TOPOLOGIES))
+
+mutants: deps
+	@$(KLOC) mutants $(TREE) --out $(OUT) --jobs $(JOBS)
 
 report:
 	@$(KLOC) report --out $(OUT)

@@ -38,6 +38,12 @@ DEPS=(
 	"linux-source-6.1 /usr/src/linux-source-6.1.tar.xz"
 )
 
+# Extra "package probe" pairs, separated by ';', e.g. from a CI image.
+IFS=';' read -r -a extra <<<"${KLOC_DEPS_EXTRA:-}"
+for entry in "${extra[@]}"; do
+	[ -n "$entry" ] && DEPS+=("$entry")
+done
+
 present() {
 	case "$1" in
 	/*) [ -e "$1" ] ;;

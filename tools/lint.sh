@@ -37,8 +37,8 @@ for k in $KERNELS; do
 			--root="$tree" "$p" || fail=1
 	done
 
-	build=$(find "$KLOC_CACHE/build" -maxdepth 1 -name "linux-$k.*-arm64" | head -n 1)
-	if [ -z "$build" ] || [ ! -f "$build/.config" ]; then
+	build=$(kloc builddir --kernel "$k")
+	if [ ! -f "$build/.config" ]; then
 		step "no arm64 build of Linux $k yet: run make kunit KERNEL=$k first"
 		fail=1
 		continue

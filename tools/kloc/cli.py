@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import install, junit, kunit_run, mailpatch, progress, series, summary, topology
+from . import install, junit, kunit_run, mailpatch, mutants, progress, series, summary, topology
 from .apply import HunkError
 from .ktree import Tree, TreeError, resolve
 from .paths import cache_dir
@@ -17,7 +17,7 @@ from .series import SeriesError
 from .version import VersionError
 
 ERRORS = (TreeError, install.InstallError, SeriesError, HunkError, VersionError,
-          kunit_run.KunitError, topology.TopologyError)
+          kunit_run.KunitError, topology.TopologyError, mutants.MutantError)
 
 
 def _tree(args: argparse.Namespace) -> Tree:
@@ -26,6 +26,11 @@ def _tree(args: argparse.Namespace) -> Tree:
 
 def cmd_tree(args: argparse.Namespace) -> int:
     print(_tree(args).path)
+    return 0
+
+
+def cmd_builddir(args: argparse.Namespace) -> int:
+    print(kunit_run.build_dir_for(_tree(args), cache_dir()))
     return 0
 
 
@@ -84,11 +89,25 @@ def cmd_kunit(args: argparse.Namespace) -> int:
         topology.get(n)
     install.install(tree.path, tree.version, series.load_series())
     cache = cache_dir()
-    out = Path(args.out)
+    out = Path(args.out).resolve()
     job = kunit_run.Job(tree, kunit_run.build_dir_for(tree, cache), out / 'kunit' / tree.label,
                         tuple(names), args.jobs, args.timeout, cache)
     kunit_run.run(job)
     return report(out)
+
+
+def cmd_mutants(args: argparse.Namespace) -> int:
+    tree = _tree(args)
+    out = Path(args.out).resolve() / 'mutants' / tree.label
+    outcomes = mutants.run(tree, cache_dir(), out, args.jobs, args.timeout)
+    text = mutants.render(outcomes)
+    (out / 'summary.txt').write_text(text)
+    print(text, end='')
+    good = mutants.ok(outcomes)
+    caught = sum(o.verdict == 'caught' for o in outcomes[1:])
+    print(f'{"PASS" if good else "FAIL"}: {caught} of {len(outcomes) - 1} mutants caught, '
+          f'pristine tree {outcomes[0].verdict}; logs in {out}')
+    return 0 if good else 1
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -105,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         sp.add_argument('--kdir', default=os.environ.get('KDIR', ''),
                         help='your own kernel tree (wins over --kernel)')
 
-    for name, fn in (('tree', cmd_tree), ('install', cmd_install),
+    for name, fn in (('tree', cmd_tree), ('builddir', cmd_builddir), ('install', cmd_install),
                      ('uninstall', cmd_uninstall)):
         sp = sub.add_parser(name)
         tree_opts(sp)
@@ -123,6 +142,12 @@ def main(argv: list[str] | None = None) -> int:
     sp.add_argument('--timeout', type=int, default=300,
                     help='seconds one boot may take before it counts as hung')
     sp.set_defaults(fn=cmd_kunit)
+    sp = sub.add_parser('mutants')
+    tree_opts(sp)
+    sp.add_argument('--out', default='out')
+    sp.add_argument('--jobs', type=int, default=os.cpu_count() or 1)
+    sp.add_argument('--timeout', type=int, default=120)
+    sp.set_defaults(fn=cmd_mutants)
     sp = sub.add_parser('report')
     sp.add_argument('--out', default='out')
     sp.set_defaults(fn=cmd_report)

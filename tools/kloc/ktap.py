@@ -38,6 +38,11 @@ class Result:
         out: list[tuple[str, Result]] = []
         for c in self.children:
             out.extend(c.leaves(path))
+        # A parent that crashed, or failed with no failing case to show for
+        # it (missing subtests), is a result of its own.
+        bad = (Status.FAIL, Status.CRASHED)
+        if self.status in bad and not any(leaf.status in bad for _, leaf in out):
+            out.append((path, self))
         return out
 
 

@@ -93,8 +93,10 @@ def debian_tree(kernel: str, cache: Path) -> Tree:
     if not tarball.is_file():
         raise TreeError(f'{tarball} is missing; install it with '
                         f'"apt-get install linux-source-{kernel}" (or run "make deps" as root)')
-    src = cache / 'src'
-    dest = src / f'linux-{kernel}'
+    # trees/linux-X/src, next to trees/linux-X/build-ARCH: a tree and its
+    # copies for mutants keep the same relative layout, so ccache can share.
+    src = cache / 'trees' / f'linux-{kernel}'
+    dest = src / 'src'
     want = _stamp_for(tarball)
     if dest.exists():
         why = _tree_is_good(dest, kernel, want)
@@ -103,7 +105,7 @@ def debian_tree(kernel: str, cache: Path) -> Tree:
         progress.say(f'{dest} is unusable ({why}); extracting it again')
         shutil.rmtree(dest)
     src.mkdir(parents=True, exist_ok=True)
-    tmp = src / f'.tmp-linux-{kernel}-{os.getpid()}'
+    tmp = src / f'.tmp-src-{os.getpid()}'
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()

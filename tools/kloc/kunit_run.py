@@ -43,8 +43,11 @@ class Job:
 
 
 def build_dir_for(tree: Tree, cache: Path, arch: str = 'arm64') -> Path:
+    """Beside the tree for trees the cache owns; under cache/kdir/ for KDIR trees."""
+    if tree.origin != 'kdir':
+        return tree.path.parent / f'build-{arch}'
     key = hashlib.sha256(str(tree.path).encode()).hexdigest()[:8]
-    return cache / 'build' / f'{tree.label}-{key}-{arch}'
+    return cache / 'kdir' / f'{tree.label}-{key}' / f'build-{arch}'
 
 
 def qemu_config(name: str) -> Path:
@@ -68,8 +71,14 @@ def _env(cache: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault('CCACHE_DIR', str(cache / 'ccache'))
     env.setdefault('CCACHE_MAXSIZE', '8G')
+    env.setdefault('CCACHE_BASEDIR', str(cache))
     env['KLOC_CACHE'] = str(cache)
     return env
+
+
+def count_objects(build_dir: Path) -> str:
+    n = sum(1 for _, _, files in os.walk(build_dir) for f in files if f.endswith('.o'))
+    return f'{n} objects built so far'
 
 
 def build(job: Job) -> None:
@@ -78,10 +87,12 @@ def build(job: Job) -> None:
            f'--jobs={job.jobs}'] + [f'--kunitconfig={k}' for k in KUNITCONFIGS]
     cmd += _toolchain_args()
     log = job.out_dir / 'build.log'
+    job.build_dir.parent.mkdir(parents=True, exist_ok=True)
     progress.say(f'{job.tree.label}: building the arm64 KUnit kernel in {job.build_dir} '
                  f'(log: {log})')
     start = time.monotonic()
-    rc = run_logged(cmd, log, f'{job.tree.label} build', cwd=job.tree.path, env=_env(job.cache))
+    rc = run_logged(cmd, log, f'{job.tree.label} build', cwd=job.tree.path, env=_env(job.cache),
+                    status=lambda: count_objects(job.build_dir))
     if rc != 0:
         raise KunitError(f'{job.tree.label}: the kernel did not build (kunit.py exited {rc}); '
                          f'last lines of {log}:\n{tail(log)}')

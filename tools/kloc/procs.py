@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from . import progress
@@ -33,8 +33,12 @@ def tail(path: Path, n: int = 30) -> str:
 
 
 def run_logged(cmd: list[str], log: Path, what: str, cwd: Path | None = None,
-               env: Mapping[str, str] | None = None) -> int:
-    """Run cmd, output to log; print progress every HEARTBEAT_S. Returns the exit code."""
+               env: Mapping[str, str] | None = None,
+               status: Callable[[], str] | None = None) -> int:
+    """Run cmd, output to log; print progress every HEARTBEAT_S. Returns the exit code.
+
+    status() says how far the command got; by default, the log's last line.
+    """
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     with log.open('w') as out:
@@ -46,7 +50,8 @@ def run_logged(cmd: list[str], log: Path, what: str, cwd: Path | None = None,
             try:
                 return proc.wait(timeout=HEARTBEAT_S)
             except subprocess.TimeoutExpired:
-                progress.say(f'{what}: {int(time.monotonic() - start)} s; {last_line(log)}')
+                now = status() if status else last_line(log)
+                progress.say(f'{what}: {int(time.monotonic() - start)} s; {now}')
             except KeyboardInterrupt:
                 proc.terminate()
                 proc.wait()

@@ -20,9 +20,14 @@ def render(runs: list[Run]) -> str:
     totals = {s: 0 for s in Status}
     for r in runs:
         c = r.doc.counts()
+        note = ''
+        if not r.doc.found or not r.doc.suites:
+            c[Status.CRASHED] += 1
+            note = '  no KTAP: did not boot'
+            bad.append(f'  CRASHED {r.kernel} {r.topology}: the kernel printed no KTAP '
+                       '(did not boot, or hung before KUnit)')
         for s in Status:
             totals[s] += c[s]
-        note = '' if r.doc.found else '  no KTAP: did not boot'
         lines.append(f'{r.kernel:<18} {r.topology:<18} {c[Status.PASS]:>5} '
                      f'{c[Status.FAIL]:>5} {c[Status.SKIP]:>5} {c[Status.CRASHED]:>5} '
                      f'{r.seconds:>6.1f}s{note}')

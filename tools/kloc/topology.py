@@ -139,7 +139,7 @@ def dtb(topo: Topology, cache: Path | None = None) -> Path:
     """The DTB for this topology, made once per QEMU version and options."""
     topo.validate()
     args = topo.machine_args() + ['-m', str(KUNIT_MEM_MB)]
-    key = hashlib.sha256('\n'.join([_qemu_version(), repr(topo)] + args).encode())
+    key = hashlib.sha256('\n'.join([_qemu_version(), repr(topo), 'packed'] + args).encode())
     out_dir = (cache or cache_dir()) / 'dtb'
     out = out_dir / f'{topo.name}-{key.hexdigest()[:12]}.dtb'
     if out.exists():
@@ -150,6 +150,10 @@ def dtb(topo: Topology, cache: Path | None = None) -> Path:
     _run([QEMU] + args[:1] + [machine] + args[2:] + ['-accel', 'tcg', '-nographic',
                                                     '-nodefaults'],
          f'dumping the {topo.name} DTB')
+    # QEMU dumps a 1 MiB blob, which a kernel booted with -dtb hangs on
+    # before its console starts: pack it.
+    _run(['dtc', '-q', '-I', 'dtb', '-O', 'dtb', '-o', str(tmp), str(tmp)],
+         f'packing the {topo.name} DTB')
     if topo.its_node is not None:
         path = _its_path(tmp)
         _run(['fdtput', '-t', 'i', str(tmp), path, 'numa-node-id', str(topo.its_node)],

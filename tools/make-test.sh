@@ -1,0 +1,54 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# make test: the tool tests, KUnit on 6.12 and 6.1 on every topology, and
+# the lint gates. Prints each phase with its elapsed time; runs every phase
+# even when one fails, and exits non-zero if any did.
+
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+
+PYTHON=${PYTHON:-/usr/bin/python3}
+OUT=${OUT:-out}/test
+JOBS=${JOBS:-$(nproc)}
+TIMEOUT=${TIMEOUT:-300}
+export OUT
+start=$(date +%s)
+passed=0
+failed=0
+failures=()
+
+kloc() { PYTHONPATH="$PWD/tools" "$PYTHON" -m kloc "$@"; }
+
+phase() {
+	local name=$1 t0 rc
+	shift
+	t0=$(date +%s)
+	printf '\n=== make test: %s (at %ds) ===\n' "$name" $((t0 - start))
+	"$@"
+	rc=$?
+	if [ $rc -eq 0 ]; then
+		passed=$((passed + 1))
+		printf '=== %s: ok in %ds ===\n' "$name" $(($(date +%s) - t0))
+	else
+		failed=$((failed + 1))
+		failures+=("$name")
+		printf '=== %s: FAILED (exit %d) in %ds ===\n' "$name" $rc $(($(date +%s) - t0))
+	fi
+}
+
+rm -rf "$OUT"
+mkdir -p "$OUT"
+phase "tool tests" bash -c "cd tools && '$PYTHON' -m unittest discover -s tests -t ."
+for k in 6.12 6.1; do
+	phase "kunit on Linux $k" kloc kunit --kernel "$k" --out "$OUT" --jobs "$JOBS" \
+		--timeout "$TIMEOUT"
+done
+phase "mutants on Linux 6.12" kloc mutants --kernel 6.12 --out "$OUT" --jobs "$JOBS"
+phase "lint" env OUT="$OUT" PYTHON="$PYTHON" tools/lint.sh
+phase "kunit report (both kernels)" kloc report --out "$OUT"
+
+printf '\nmake test finished in %ds' $(($(date +%s) - start))
+[ $failed -eq 0 ] || printf '; failed: %s' "${failures[*]}"
+printf '\nmake test: %d passed, %d failed\n' $passed $failed
+[ $failed -eq 0 ]

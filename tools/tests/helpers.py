@@ -1,0 +1,40 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Shared helpers for the tool tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import unittest
+from pathlib import Path
+
+from kloc import ktree
+from kloc.paths import cache_dir
+
+DATA = Path(__file__).resolve().parent / 'data'
+REGEN = os.environ.get('KLOC_REGEN_GOLDEN') == '1'
+
+
+def debian_tree(kernel: str) -> ktree.Tree:
+    """The cached Debian tree; extracted on first use. Skips if the package is absent."""
+    if not Path(f'/usr/src/linux-source-{kernel}.tar.xz').exists():
+        raise unittest.SkipTest(f'linux-source-{kernel} is not installed (make deps)')
+    return ktree.debian_tree(kernel, cache_dir())
+
+
+def mini_tree(tree: ktree.Tree, dest: Path, files: list[str]) -> Path:
+    """A copy of the tree's Makefile and the given files: enough for the series."""
+    for rel in ['Makefile'] + files:
+        src = tree.path / rel
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / rel)
+    return dest
+
+
+def golden(test: unittest.TestCase, name: str, actual: str) -> None:
+    """Compare with tests/data/<name>; KLOC_REGEN_GOLDEN=1 rewrites it."""
+    path = DATA / name
+    if REGEN:
+        path.write_text(actual)
+    test.assertEqual(path.read_text(), actual, f'{name} differs; KLOC_REGEN_GOLDEN=1 '
+                     'rewrites it, then review the diff')

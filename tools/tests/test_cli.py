@@ -1,0 +1,62 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Bad input gets a clear error and a non-zero exit, and writes nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+TOOLS = Path(__file__).resolve().parents[1]
+
+
+def kloc(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    e = dict(os.environ, PYTHONPATH=str(TOOLS), **(env or {}))
+    return subprocess.run([sys.executable, '-m', 'kloc'] + list(args), capture_output=True,
+                          text=True, env=e)
+
+
+class CliErrors(unittest.TestCase):
+    def test_kdir_not_a_kernel_tree(self) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            r = kloc('install', '--kdir', d)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn('is not a kernel tree', r.stderr)
+            self.assertIn('set KDIR to the top of a kernel source tree', r.stderr)
+            self.assertEqual(os.listdir(d), [])
+
+    def test_kdir_missing(self) -> None:
+        r = kloc('tree', '--kdir', '/nonexistent/linux')
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('is not a directory', r.stderr)
+
+    def test_old_kernel(self) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            root = Path(d)
+            (root / 'Makefile').write_text('VERSION = 5\nPATCHLEVEL = 15\nSUBLEVEL = 0\n')
+            for f in ('Kconfig', 'tools/testing/kunit/kunit.py', 'scripts/checkpatch.pl',
+                      'drivers/irqchip/irq-gic-v3-its.c'):
+                (root / f).parent.mkdir(parents=True, exist_ok=True)
+                (root / f).write_text('')
+            r = kloc('install', '--kdir', d)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn('supports 6.1 and later', r.stderr)
+
+    def test_unsupported_kernel(self) -> None:
+        r = kloc('tree', '--kernel', '5.10', env={'KLOC_CACHE': '/nonexistent-cache'})
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('KERNEL=5.10 is not supported', r.stderr)
+
+    def test_unknown_topology(self) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            r = kloc('kunit', '--kdir', d, '--topologies', 'bogus')
+            self.assertEqual(r.returncode, 2)
+
+    def test_report_with_nothing_run_fails(self) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            r = kloc('report', '--out', d)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn('0 passed, 0 failed', r.stdout)

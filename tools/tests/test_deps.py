@@ -1,0 +1,29 @@
+# SPDX-License-Identifier: GPL-2.0
+"""tools/deps.sh: a missing package is named, with the command that installs it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import unittest
+from pathlib import Path
+
+DEPS = Path(__file__).resolve().parents[1] / 'deps.sh'
+
+
+class DepsTest(unittest.TestCase):
+    def run_deps(self, *args: str, extra: str = '') -> subprocess.CompletedProcess[str]:
+        env = dict(os.environ, KLOC_DEPS_EXTRA=extra)
+        return subprocess.run([str(DEPS)] + list(args), capture_output=True, text=True,
+                              env=env)
+
+    def test_all_present(self) -> None:
+        r = self.run_deps('--check-only')
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_missing_is_listed_with_the_command(self) -> None:
+        r = self.run_deps('--check-only', extra='kloc-no-such-package /nonexistent/file')
+        self.assertEqual(r.returncode, 1)
+        self.assertIn('missing: kloc-no-such-package', r.stderr)
+        self.assertIn('apt-get install -y --no-install-recommends kloc-no-such-package',
+                      r.stderr)

@@ -1,0 +1,82 @@
+# SPDX-License-Identifier: GPL-2.0
+"""The KTAP parser and the JUnit writer, on real console logs."""
+
+from __future__ import annotations
+
+import unittest
+
+from kloc import junit, ktap
+
+from .helpers import DATA, golden
+
+
+def outline(doc: ktap.Document) -> str:
+    lines = [f'found={doc.found} planned={doc.planned} ok={doc.ok}']
+    for suite in doc.suites:
+        for path, leaf in suite.leaves():
+            reason = f' # {leaf.reason}' if leaf.reason else ''
+            lines.append(f'{leaf.status.value:<7} {path}{reason}')
+    return '\n'.join(lines) + '\n'
+
+
+class GoldenLogs(unittest.TestCase):
+    """Each tests/data/*.console has a *.outline that says what it holds."""
+
+    def test_every_log(self) -> None:
+        logs = sorted(DATA.glob('*.console'))
+        self.assertGreaterEqual(len(logs), 4)
+        for log in logs:
+            with self.subTest(log=log.name):
+                doc = ktap.parse(log.read_text())
+                golden(self, log.with_suffix('.outline').name, outline(doc))
+
+    def test_passing_runs(self) -> None:
+        for name in ('its-6.12-its1-pass', 'its-6.1-its1-pass'):
+            doc = ktap.parse((DATA / f'{name}.console').read_text())
+            self.assertTrue(doc.ok, name)
+            self.assertEqual(doc.counts()[ktap.Status.PASS], 10)
+            self.assertEqual([s.name for s in doc.suites],
+                             ['irq_gic_v3_its_placement', 'irq_gic_v3_its_alloc_failure'])
+
+    def test_crash_mid_suite(self) -> None:
+        doc = ktap.parse((DATA / 'its-6.12-crash.console').read_text())
+        self.assertFalse(doc.ok)
+        crashed = [p for s in doc.suites for p, leaf in s.leaves()
+                   if leaf.status == ktap.Status.CRASHED]
+        self.assertIn('irq_gic_v3_its_alloc_failure.its_kunit_probe_fails_cleanly', crashed)
+        leaf = dict(doc.suites[1].leaves())[crashed[0]]
+        self.assertTrue(any('Internal error: Oops' in x for x in leaf.log), leaf.log)
+
+    def test_no_boot(self) -> None:
+        doc = ktap.parse((DATA / 'no-boot.console').read_text())
+        self.assertFalse(doc.found)
+        self.assertFalse(doc.ok)
+        self.assertIn('Kernel panic', '\n'.join(doc.trailing))
+
+    def test_skip_directive(self) -> None:
+        text = ('KTAP version 1\n1..1\n    KTAP version 1\n    # Subtest: s\n    1..2\n'
+                '    ok 1 a # SKIP no ITS\n    not ok 2 b\nnot ok 1 s\n')
+        doc = ktap.parse(text)
+        leaves = dict(doc.suites[0].leaves())
+        self.assertEqual(leaves['s.a'].status, ktap.Status.SKIP)
+        self.assertEqual(leaves['s.a'].reason, 'no ITS')
+        self.assertEqual(leaves['s.b'].status, ktap.Status.FAIL)
+
+    def test_missing_cases_fail_the_suite(self) -> None:
+        text = ('KTAP version 1\n1..1\n    KTAP version 1\n    # Subtest: s\n    1..3\n'
+                '    ok 1 a\nok 1 s\n')
+        doc = ktap.parse(text)
+        self.assertEqual(doc.suites[0].status, ktap.Status.FAIL)
+        self.assertIn('2 of 3 planned', doc.suites[0].reason)
+
+
+class JunitTest(unittest.TestCase):
+    def test_golden_junit(self) -> None:
+        runs = [junit.Run('linux-6.12.0', 'arm64_2n_its1',
+                          ktap.parse((DATA / 'its-6.12-crash.console').read_text()), 1.5),
+                junit.Run('linux-6.12.0', 'arm64_1n',
+                          ktap.parse((DATA / 'no-boot.console').read_text()), 0.5)]
+        xml = junit.to_xml(runs)
+        golden(self, 'crash-and-no-boot.junit.xml', xml)
+        self.assertIn('name="boot [arm64_1n]"', xml)
+        self.assertIn('[arm64_2n_its1]"', xml)

@@ -1,0 +1,94 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Topologies, their DTBs, and the kunit.py QEMU configs that name them."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+from unittest import mock
+
+from kloc import topology
+from kloc.paths import QEMU_CONFIGS
+
+from .helpers import debian_tree
+
+
+def fdtget(dtb: Path, *args: str) -> str:
+    return subprocess.run(['fdtget', str(dtb)] + list(args), capture_output=True,
+                          text=True).stdout.strip()
+
+
+class TopologyTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.tmp = tempfile.TemporaryDirectory(prefix='kloc-topo-')
+        self.addCleanup(self.tmp.cleanup)
+        self.cache = Path(self.tmp.name)
+
+    def test_every_topology_is_valid_and_has_a_config(self) -> None:
+        self.assertGreaterEqual(len(topology.TOPOLOGIES), 4)
+        for name, topo in topology.TOPOLOGIES.items():
+            topo.validate()
+            self.assertTrue((QEMU_CONFIGS / f'{name}.py').is_file(), name)
+        configs = {p.stem for p in QEMU_CONFIGS.glob('*.py')}
+        self.assertEqual(configs, set(topology.TOPOLOGIES))
+
+    def test_memory_must_add_up(self) -> None:
+        bad = topology.Topology('bad', (topology.Node(2, 512), topology.Node(2, 256)), 0, '')
+        with self.assertRaisesRegex(topology.TopologyError, '768 MiB.*-m 1024'):
+            bad.validate()
+        bad = topology.Topology('bad', (topology.Node(2, 1024),), 1, '')
+        with self.assertRaisesRegex(topology.TopologyError, 'node 1, which does not exist'):
+            bad.validate()
+
+    def test_unknown_topology(self) -> None:
+        with self.assertRaisesRegex(topology.TopologyError, 'known: arm64_2n_its1'):
+            topology.get('nope')
+
+    def test_dtb_its_node(self) -> None:
+        for name, want in (('arm64_2n_its1', '1'), ('arm64_2n_its0', '0'),
+                           ('arm64_2n_itsnone', '')):
+            dtb = topology.dtb(topology.get(name), self.cache)
+            its = [x for x in fdtget(dtb, '-l', '/intc@8000000').split()
+                   if x.startswith('its@')]
+            self.assertEqual(len(its), 1, name)
+            self.assertEqual(fdtget(dtb, f'/intc@8000000/{its[0]}', 'numa-node-id'), want, name)
+            cpus = fdtget(dtb, '-l', '/cpus').split()
+            self.assertEqual(len([c for c in cpus if c.startswith('cpu@')]), 4)
+        # Made once, then reused.
+        first = topology.dtb(topology.get('arm64_2n_its1'), self.cache)
+        mtime = first.stat().st_mtime_ns
+        self.assertEqual(topology.dtb(topology.get('arm64_2n_its1'), self.cache), first)
+        self.assertEqual(first.stat().st_mtime_ns, mtime)
+
+    def test_accel_choice(self) -> None:
+        with mock.patch.dict(os.environ, {'KLOC_ACCEL': 'tcg'}):
+            self.assertEqual(topology.accel_args(), ['-accel', 'tcg,thread=multi'])
+        with mock.patch.dict(os.environ, {'KLOC_ACCEL': 'warp'}):
+            with self.assertRaisesRegex(topology.TopologyError, 'use auto, kvm or tcg'):
+                topology.accel_args()
+        with mock.patch.dict(os.environ, {'KLOC_ACCEL': 'kvm'}), \
+                mock.patch('platform.machine', return_value='x86_64'):
+            with self.assertRaisesRegex(topology.TopologyError, 'KVM cannot run'):
+                topology.accel_args('aarch64')
+
+    def test_stock_kunit_py_loads_every_config(self) -> None:
+        """Each tools/qemu_configs/*.py works with an unmodified kunit.py."""
+        tree = debian_tree('6.12')
+        kunit_dir = str(tree.path / 'tools' / 'testing' / 'kunit')
+        sys.path.insert(0, kunit_dir)
+        self.addCleanup(sys.path.remove, kunit_dir)
+        kunit_kernel = importlib.import_module('kunit_kernel')
+        for name in topology.TOPOLOGIES:
+            with mock.patch.dict(os.environ, {'KLOC_CACHE': str(self.cache)}):
+                arch, ops = kunit_kernel._get_qemu_ops(str(QEMU_CONFIGS / f'{name}.py'),
+                                                       None, None)
+            self.assertEqual(arch, 'arm64')
+            params = ops._extra_qemu_params
+            self.assertIn('-dtb', params)
+            self.assertTrue(Path(params[params.index('-dtb') + 1]).is_file())
+            self.assertIn('virt,gic-version=3,its=on', params)
