@@ -34,6 +34,8 @@ DEPS=(
 	"sparse sparse"
 	"shellcheck shellcheck"
 	"mypy /usr/bin/mypy"
+	"python3-ply /usr/lib/python3/dist-packages/ply"
+	"python3-git /usr/lib/python3/dist-packages/git"
 	"linux-source-6.12 /usr/src/linux-source-6.12.tar.xz"
 	"linux-source-6.1 /usr/src/linux-source-6.1.tar.xz"
 )

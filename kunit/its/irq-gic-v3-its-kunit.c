@@ -20,7 +20,6 @@
 #include <kunit/test-bug.h>
 #include <linux/kthread.h>
 #include <linux/nodemask.h>
-#include <linux/version.h>
 
 #define ITS_KUNIT_MAX_PAGES	64
 #define ITS_KUNIT_MAX_INJECT	64
@@ -180,10 +179,10 @@ static int its_kunit_param_node(const int *p)
 }
 
 /*
- * Managed clean-up. Linux 6.5 and later have kunit_add_action_or_reset();
- * older kernels get the same effect from a KUnit resource.
+ * Managed clean-up. Kernels whose hook has no static stubs (6.1 to 6.11)
+ * may also lack kunit_add_action_or_reset(): a KUnit resource does the same.
  */
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 5, 0)
+#ifndef ITS_KUNIT_FN_HOOKS
 static int its_kunit_defer(struct kunit *test, void (*fn)(void *), void *data)
 {
 	return kunit_add_action_or_reset(test, fn, data);
@@ -280,7 +279,7 @@ static void its_kunit_free_pages(void *addr, unsigned int order)
 	}
 	/* Never free what the seam did not hand out: it may be garbage. */
 	seam->bad_frees++;
-	kunit_fail_current_test("its_free_pages(%px, order %u) of a page the seam never allocated",
+	kunit_fail_current_test("its_free_pages(%p, order %u) of a page the seam never allocated",
 				addr, order);
 }
 
@@ -406,7 +405,7 @@ static int its_kunit_outstanding(struct kunit *test)
 
 	for (i = 0; i < ITS_KUNIT_MAX_PAGES; i++) {
 		if (seam->live[i].addr)
-			kunit_info(test, "live: order-%u page %px from %pS\n",
+			kunit_info(test, "live: order-%u page %p from %pS\n",
 				   seam->live[i].order, seam->live[i].addr,
 				   seam->live[i].caller);
 	}
