@@ -649,7 +649,7 @@ static void its_kunit_probe_places_all_on_node(struct kunit *test)
 		KUNIT_ASSERT_NOT_NULL_MSG(test, dev, "creating device %#x on the %s ITS",
 					  dev_id, l->name);
 		if (l->want_indirect)
-			its_kunit_expect_on_node(test, "level-2 device table page",
+			its_kunit_expect_on_node(test, "level-2 device table",
 						 its_kunit_lvl2(dt, dev_id), dt->psz, node);
 		its_kunit_expect_on_node(test, "device ITT", dev->itt, 1, node);
 		its_free_device(dev);

@@ -47,6 +47,18 @@ class GoldenLogs(unittest.TestCase):
         leaf = dict(doc.suites[1].leaves())[crashed[0]]
         self.assertTrue(any('Internal error: Oops' in x for x in leaf.log), leaf.log)
 
+    def test_mutants_fail_the_right_cases(self) -> None:
+        for name, case in (
+                ('mutant-unchecked-page-address-table',
+                 'irq_gic_v3_its_alloc_failure.its_kunit_probe_fails_cleanly.64K flat'),
+                ('mutant-numa-unaware-lvl2',
+                 'irq_gic_v3_its_placement.its_kunit_probe_places_all_on_node.node 0')):
+            doc = ktap.parse((DATA / f'{name}.console').read_text())
+            self.assertFalse(doc.ok, name)
+            leaves = dict(leaf for s in doc.suites for leaf in s.leaves())
+            self.assertEqual(leaves[case].status, ktap.Status.FAIL, name)
+            self.assertTrue(any('EXPECTATION FAILED' in x for x in leaves[case].log), name)
+
     def test_no_boot(self) -> None:
         doc = ktap.parse((DATA / 'no-boot.console').read_text())
         self.assertFalse(doc.found)
