@@ -415,7 +415,7 @@ static int its_kunit_outstanding(struct kunit *test)
 /* The emulated ITS retires every command as soon as it is posted. */
 static int its_kunit_retire_fn(void *data)
 {
-	void __iomem *base = data;
+	void __iomem *base = (void __iomem __force *)data;
 
 	while (!kthread_should_stop()) {
 		writeq_relaxed(readq_relaxed(base + GITS_CWRITER), base + GITS_CREADR);
@@ -611,11 +611,36 @@ static struct its_baser *its_kunit_device_table(struct kunit *test, struct its_n
 	return baser;
 }
 
+static void its_kunit_unpin(void *unused)
+{
+	set_cpus_allowed_ptr(current, cpu_possible_mask);
+}
+
+/*
+ * Run the rest of the case on a CPU away from @node, when there is one, so
+ * that an allocation that forgets the ITS's node lands on the wrong one.
+ */
+static void its_kunit_pin_away_from(struct kunit *test, int node)
+{
+	int cpu;
+
+	if (node == NUMA_NO_NODE)
+		return;
+	for_each_online_cpu(cpu) {
+		if (cpu_to_node(cpu) == node)
+			continue;
+		KUNIT_ASSERT_EQ(test, set_cpus_allowed_ptr(current, cpumask_of(cpu)), 0);
+		KUNIT_ASSERT_EQ(test, its_kunit_defer(test, its_kunit_unpin, NULL), 0);
+		kunit_info(test, "allocating from CPU %d, on node %d\n", cpu, cpu_to_node(cpu));
+		return;
+	}
+}
+
 /*
  * Probe an emulated ITS of every layout, on every online node and on
- * NUMA_NO_NODE. The command queue and every table must sit on the ITS's
- * node, and so must the level-2 device table page and the ITT of a device
- * created afterwards.
+ * NUMA_NO_NODE, from a CPU on another node. The command queue and every
+ * table must sit on the ITS's node, and so must the level-2 device table
+ * page and the ITT of a device created afterwards.
  */
 static void its_kunit_probe_places_all_on_node(struct kunit *test)
 {
@@ -626,6 +651,7 @@ static void its_kunit_probe_places_all_on_node(struct kunit *test)
 	struct its_kunit_its *e;
 	u32 dev_id;
 
+	its_kunit_pin_away_from(test, node);
 	for (l = its_kunit_layouts; l < its_kunit_layouts + ARRAY_SIZE(its_kunit_layouts); l++) {
 		e = its_kunit_new(test, l, node);
 		KUNIT_ASSERT_EQ_MSG(test, its_kunit_probe_new(test, e), 0,

@@ -30,7 +30,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
 
 
 def cmd_builddir(args: argparse.Namespace) -> int:
-    print(kunit_run.build_dir_for(_tree(args), cache_dir()))
+    print(kunit_run.build_dir_for(_tree(args), cache_dir(), args.arch))
     return 0
 
 
@@ -68,6 +68,15 @@ def cmd_patches(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_added_lines(args: argparse.Namespace) -> int:
+    """Print PATH:LINE for every line the series adds to the tree."""
+    tree = _tree(args)
+    plan = install.plan(tree.path, tree.version, series.load_series())
+    for rel, line in install.added_lines(plan):
+        print(f'{tree.path / rel}:{line}')
+    return 0
+
+
 def report(out: Path) -> int:
     kout = out / 'kunit'
     runs = kunit_run.load_runs(kout)
@@ -90,8 +99,8 @@ def cmd_kunit(args: argparse.Namespace) -> int:
     install.install(tree.path, tree.version, series.load_series())
     cache = cache_dir()
     out = Path(args.out).resolve()
-    job = kunit_run.Job(tree, kunit_run.build_dir_for(tree, cache), out / 'kunit' / tree.label,
-                        tuple(names), args.jobs, args.timeout, cache)
+    job = kunit_run.Job(tree, out / 'kunit' / tree.label, tuple(names), args.jobs,
+                        args.timeout, cache)
     kunit_run.run(job)
     return report(out)
 
@@ -129,6 +138,11 @@ def main(argv: list[str] | None = None) -> int:
         sp = sub.add_parser(name)
         tree_opts(sp)
         sp.set_defaults(fn=fn)
+        if name == 'builddir':
+            sp.add_argument('--arch', default='arm64', choices=('arm64', 'x86_64'))
+    sp = sub.add_parser('added-lines')
+    tree_opts(sp)
+    sp.set_defaults(fn=cmd_added_lines)
     sp = sub.add_parser('patches')
     tree_opts(sp)
     sp.add_argument('--out', default='out')

@@ -7,6 +7,7 @@ keeps the originals under .kloc/, so uninstall restores it byte for byte.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import shutil
@@ -188,3 +189,16 @@ def uninstall(tree: Path) -> list[str]:
 
 def is_installed(tree: Path) -> bool:
     return (tree / STATE_DIR / MANIFEST).exists()
+
+
+def added_lines(p: Plan) -> list[tuple[str, int]]:
+    """(path, 1-based line) of every line the series adds or changes."""
+    out: list[tuple[str, int]] = []
+    for rel, data in sorted(p.final.items()):
+        after = (data or b'').decode(errors='replace').splitlines()
+        before = (p.pristine.get(rel) or b'').decode(errors='replace').splitlines()
+        sm = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
+        for tag, _, _, j1, j2 in sm.get_opcodes():
+            if tag in ('replace', 'insert'):
+                out.extend((rel, j + 1) for j in range(j1, j2))
+    return out
