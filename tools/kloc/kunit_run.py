@@ -9,6 +9,7 @@ import os
 import platform
 import re
 import shutil
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -20,7 +21,13 @@ from .ktree import Tree
 from .paths import PACKAGE_ROOT, QEMU_CONFIGS
 from .procs import run_logged, tail
 
-KUNITCONFIGS = (PACKAGE_ROOT / 'kunit' / 'its' / '.kunitconfig',)
+# The suites each architecture's kernel carries.
+KUNITCONFIGS = {
+    'arm64': (PACKAGE_ROOT / 'kunit' / 'its' / '.kunitconfig',
+              PACKAGE_ROOT / 'kunit' / 'percpu' / '.kunitconfig'),
+    'x86_64': (PACKAGE_ROOT / 'kunit' / 'percpu' / '.kunitconfig',),
+}
+KVM_PROBE_S = 60
 
 
 class KunitError(Exception):
@@ -30,7 +37,6 @@ class KunitError(Exception):
 @dataclass(frozen=True)
 class Job:
     tree: Tree
-    build_dir: Path
     out_dir: Path
     topologies: tuple[str, ...]
     jobs: int
@@ -40,6 +46,17 @@ class Job:
     @property
     def kunit_py(self) -> Path:
         return self.tree.path / 'tools' / 'testing' / 'kunit' / 'kunit.py'
+
+    def build_dir(self, arch: str) -> Path:
+        return build_dir_for(self.tree, self.cache, arch)
+
+    def arches(self) -> list[str]:
+        seen: list[str] = []
+        for t in self.topologies:
+            arch = topology.get(t).arch
+            if arch not in seen:
+                seen.append(arch)
+        return seen
 
 
 def build_dir_for(tree: Tree, cache: Path, arch: str = 'arm64') -> Path:
@@ -57,9 +74,12 @@ def qemu_config(name: str) -> Path:
     return path
 
 
-def _toolchain_args() -> list[str]:
+def _toolchain_args(arch: str) -> list[str]:
     host = platform.machine()
-    cross = '' if host in ('aarch64', 'arm64') else 'aarch64-linux-gnu-'
+    if arch == 'arm64':
+        cross = '' if host in ('aarch64', 'arm64') else 'aarch64-linux-gnu-'
+    else:
+        cross = '' if host == 'x86_64' else 'x86_64-linux-gnu-'
     args = [f'--cross_compile={cross}'] if cross else []
     cc = f'{cross}gcc'
     if shutil.which('ccache'):
@@ -81,22 +101,55 @@ def count_objects(build_dir: Path) -> str:
     return f'{n} objects built so far'
 
 
-def build(job: Job) -> None:
-    cmd = [sys.executable, str(job.kunit_py), 'build', f'--build_dir={job.build_dir}',
-           f'--arch=arm64', f'--qemu_config={qemu_config(job.topologies[0])}',
-           f'--jobs={job.jobs}'] + [f'--kunitconfig={k}' for k in KUNITCONFIGS]
-    cmd += _toolchain_args()
-    log = job.out_dir / 'build.log'
-    job.build_dir.parent.mkdir(parents=True, exist_ok=True)
-    progress.say(f'{job.tree.label}: building the arm64 KUnit kernel in {job.build_dir} '
+def build(job: Job, arch: str) -> None:
+    first = next(t for t in job.topologies if topology.get(t).arch == arch)
+    build_dir = job.build_dir(arch)
+    cmd = [sys.executable, str(job.kunit_py), 'build', f'--build_dir={build_dir}',
+           f'--arch={arch}', f'--qemu_config={qemu_config(first)}',
+           f'--jobs={job.jobs}'] + [f'--kunitconfig={k}' for k in KUNITCONFIGS[arch]]
+    cmd += _toolchain_args(arch)
+    log = job.out_dir / f'build-{arch}.log'
+    build_dir.parent.mkdir(parents=True, exist_ok=True)
+    progress.say(f'{job.tree.label}: building the {arch} KUnit kernel in {build_dir} '
                  f'(log: {log})')
     start = time.monotonic()
-    rc = run_logged(cmd, log, f'{job.tree.label} build', cwd=job.tree.path, env=_env(job.cache),
-                    status=lambda: count_objects(job.build_dir))
+    rc = run_logged(cmd, log, f'{job.tree.label} {arch} build', cwd=job.tree.path,
+                    env=_env(job.cache), status=lambda: count_objects(build_dir))
     if rc != 0:
         raise KunitError(f'{job.tree.label}: the kernel did not build (kunit.py exited {rc}); '
                          f'last lines of {log}:\n{tail(log)}')
-    progress.say(f'{job.tree.label}: built in {time.monotonic() - start:.0f} s')
+    progress.say(f'{job.tree.label}: {arch} kernel built in {time.monotonic() - start:.0f} s')
+
+
+def probe_kvm(job: Job, arch: str) -> None:
+    """Boot the kernel once under KVM, where KVM exists, and record whether it ran.
+
+    A /dev/kvm that lets a guest start but not boot is known to happen:
+    only a kernel that reaches its reboot shows that KVM works.
+    """
+    topo = topology.get(next(t for t in job.topologies if topology.get(t).arch == arch))
+    if not topology.kvm_possible(topo.qemu_arch) or \
+            topology.kvm_proven(topo.qemu_arch, job.cache) is not None:
+        return
+    kernel = job.build_dir(arch) / ('arch/x86/boot/bzImage' if arch == 'x86_64'
+                                    else 'arch/arm64/boot/Image.gz')
+    console = 'ttyS0' if arch == 'x86_64' else 'ttyAMA0'
+    machine = ['-machine', 'pc'] if arch == 'x86_64' else ['-machine', 'virt,gic-version=3']
+    cmd = [f'qemu-system-{topo.qemu_arch}', '-accel', 'kvm', '-cpu', 'host', *machine,
+           '-m', '512', '-smp', '2', '-nodefaults', '-nographic', '-no-reboot',
+           '-serial', 'stdio', '-kernel', str(kernel), '-append',
+           f'console={console} panic=-1 kunit.filter_glob=kloc-kvm-probe kunit_shutdown=reboot']
+    progress.say(f'probing whether KVM boots a {arch} guest here (up to {KVM_PROBE_S} s)')
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, errors='replace',
+                           timeout=KVM_PROBE_S, stdin=subprocess.DEVNULL)
+        ok = r.returncode == 0 and 'Linux version' in r.stdout
+    except subprocess.TimeoutExpired:
+        ok = False
+    path = topology.kvm_verdict_path(topo.qemu_arch, job.cache)
+    path.write_text(json.dumps({'ok': ok, 'command': cmd}, indent=1) + '\n')
+    progress.say(f'KVM {"works" if ok else "does not boot a guest"} here; '
+                 f'{"using it" if ok else "using TCG"} (verdict in {path})')
 
 
 def extract_ktap(console: str) -> str:
@@ -129,15 +182,17 @@ def check_topology(doc: ktap.Document, topo: topology.Topology) -> ktap.Result:
 def run_topology(job: Job, name: str) -> Run:
     topo = topology.get(name)
     out = job.out_dir
-    cmd = [sys.executable, str(job.kunit_py), 'exec', f'--build_dir={job.build_dir}',
-           '--arch=arm64', f'--qemu_config={qemu_config(name)}', f'--timeout={job.timeout}',
+    build_dir = job.build_dir(topo.arch)
+    cmd = [sys.executable, str(job.kunit_py), 'exec', f'--build_dir={build_dir}',
+           f'--arch={topo.arch}', f'--qemu_config={qemu_config(name)}',
+           f'--timeout={job.timeout}',
            f'--json={out / (name + ".json")}']
     progress.say(f'{job.tree.label}: running on {name} ({topo.about})')
     start = time.monotonic()
     rc = run_logged(cmd, out / f'{name}.log', f'{job.tree.label} {name}',
                     cwd=job.tree.path, env=_env(job.cache))
     seconds = time.monotonic() - start
-    console_src = job.build_dir / 'test.log'
+    console_src = build_dir / 'test.log'
     console = console_src.read_text(errors='replace') if console_src.exists() else ''
     (out / f'{name}.console').write_text(console)
     (out / f'{name}.ktap').write_text(extract_ktap(console))
@@ -158,8 +213,9 @@ def load_run(meta: Path) -> Run:
     m = json.loads(meta.read_text())
     console = meta.with_name(f'{m["topology"]}.console')
     doc = ktap.parse(console.read_text(errors='replace') if console.exists() else '')
-    if doc.found:
-        doc.suites.append(check_topology(doc, topology.get(m['topology'])))
+    topo = topology.get(m['topology'])
+    if doc.found and topo.arch == 'arm64':
+        doc.suites.append(check_topology(doc, topo))
     return Run(m['kernel'], m['topology'], doc, float(m['seconds']))
 
 
@@ -172,5 +228,9 @@ def run(job: Job) -> list[Run]:
     if job.out_dir.exists():
         shutil.rmtree(job.out_dir)
     job.out_dir.mkdir(parents=True)
-    build(job)
-    return [run_topology(job, t) for t in job.topologies]
+    runs = []
+    for arch in job.arches():
+        build(job, arch)
+        probe_kvm(job, arch)
+        runs += [run_topology(job, t) for t in job.topologies if topology.get(t).arch == arch]
+    return runs

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from . import install, ktap, progress, series
 from .apply import Contents, apply_patch, touched_files
-from .kunit_run import Job, KunitError, build, build_dir_for, run_topology
+from .kunit_run import Job, KunitError, build, run_topology
 from .ktree import Tree
 from .paths import PACKAGE_ROOT
 from .version import KernelVersion
@@ -103,7 +103,7 @@ def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[Out
         install.install(tree.path, tree.version, series.load_series())
     mutants = load(tree.version)
     scratch = scratch_copy(tree, cache)
-    job = Job(scratch, build_dir_for(scratch, cache), out, (TOPOLOGY,), jobs, timeout, cache)
+    job = Job(scratch, out, (TOPOLOGY,), jobs, timeout, cache)
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -113,7 +113,7 @@ def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[Out
         _write(scratch.path, contents)
         start = time.monotonic()
         try:
-            build(job)
+            build(job, 'arm64')
         except KunitError as e:  # a mutant that does not build is not a test result
             return Outcome(name, about, 'does-not-build', [str(e).splitlines()[0]])
         result = run_topology(job, TOPOLOGY)

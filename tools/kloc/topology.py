@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: GPL-2.0
-"""QEMU NUMA topologies for arm64 virt with a GICv3 ITS.
+"""QEMU NUMA topologies: arm64 virt with a GICv3 ITS, and x86_64 pc.
 
-QEMU writes no numa-node-id on the ITS node of its device tree. So the DTB
-is dumped with -machine dumpdtb, using exactly the options of the run, the
-property is added with fdtput, and the run boots with -dtb.
+QEMU writes no numa-node-id on the ITS node of its device tree. So the arm64
+DTB is dumped with -machine dumpdtb, using exactly the options of the run,
+the property is added with fdtput, and the run boots with -dtb. x86_64 gets
+its NUMA layout from the ACPI SRAT that QEMU builds.
 
 To add a topology, add an entry to TOPOLOGIES and a three-line file in
 tools/qemu_configs/ that names it (copy one that is there).
@@ -12,6 +13,7 @@ tools/qemu_configs/ that names it (copy one that is there).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import subprocess
@@ -22,6 +24,7 @@ from .paths import cache_dir
 
 KUNIT_MEM_MB = 1024  # kunit.py always passes -m 1024
 QEMU = 'qemu-system-aarch64'
+QBOOT = Path('/usr/share/qemu/qboot.rom')
 
 
 class TopologyError(Exception):
@@ -40,6 +43,7 @@ class Topology:
     nodes: tuple[Node, ...]
     its_node: int | None  # None: the ITS gets no numa-node-id
     about: str
+    arch: str = 'arm64'   # or 'x86_64'
 
     @property
     def cpus(self) -> int:
@@ -54,10 +58,17 @@ class Topology:
             raise TopologyError(f'{self.name}: ITS on node {self.its_node}, which does '
                                 'not exist')
 
+    @property
+    def qemu_arch(self) -> str:
+        return 'aarch64' if self.arch == 'arm64' else self.arch
+
     def machine_args(self) -> list[str]:
         """QEMU options that shape the machine, and so the DTB."""
-        args = ['-machine', 'virt,gic-version=3,its=on', '-cpu', 'cortex-a57',
-                '-smp', str(self.cpus)]
+        if self.arch == 'arm64':
+            args = ['-machine', 'virt,gic-version=3,its=on', '-cpu', 'cortex-a57']
+        else:
+            args = ['-machine', 'pc', '-cpu', 'max']
+        args += ['-smp', str(self.cpus)]
         first = 0
         for i, node in enumerate(self.nodes):
             last = first + node.cpus - 1
@@ -76,6 +87,8 @@ TOPOLOGIES: dict[str, Topology] = {t.name: t for t in (
              '2 nodes x 2 CPUs, ITS on no node (NUMA_NO_NODE)'),
     Topology('arm64_1n', (Node(2, 1024),), None,
              '1 node x 2 CPUs'),
+    Topology('x86_64_2n', (Node(2, 512), Node(2, 512)), None,
+             'x86_64, 2 nodes x 2 CPUs', 'x86_64'),
 )}
 
 
@@ -87,19 +100,36 @@ def get(name: str) -> Topology:
                             f'{", ".join(TOPOLOGIES)}') from None
 
 
+def kvm_possible(guest_arch: str) -> bool:
+    """Whether this host could run the guest under KVM at all."""
+    host = platform.machine()
+    native = host == guest_arch or (host == 'arm64' and guest_arch == 'aarch64')
+    return native and os.access('/dev/kvm', os.R_OK | os.W_OK)
+
+
+def kvm_verdict_path(guest_arch: str, cache: Path | None = None) -> Path:
+    """Where a boot probe records whether KVM really runs guests here."""
+    return (cache or cache_dir()) / f'kvm-{guest_arch}-{platform.release()}.json'
+
+
+def kvm_proven(guest_arch: str, cache: Path | None = None) -> bool | None:
+    try:
+        return bool(json.loads(kvm_verdict_path(guest_arch, cache).read_text())['ok'])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def accel_args(guest_arch: str = 'aarch64') -> list[str]:
-    """KVM when the host can run this guest natively and KLOC_ACCEL allows, else TCG."""
+    """KVM where a boot probe showed that it works (or KLOC_ACCEL=kvm), else TCG."""
     want = os.environ.get('KLOC_ACCEL', 'auto')
     if want not in ('auto', 'kvm', 'tcg'):
         raise TopologyError(f'KLOC_ACCEL={want}: use auto, kvm or tcg')
-    host = platform.machine()
-    native = host == guest_arch or (host == 'arm64' and guest_arch == 'aarch64')
-    kvm_ok = native and os.access('/dev/kvm', os.R_OK | os.W_OK)
-    if want == 'kvm' and not kvm_ok:
+    possible = kvm_possible(guest_arch)
+    if want == 'kvm' and not possible:
         raise TopologyError(f'KLOC_ACCEL=kvm, but KVM cannot run a {guest_arch} guest '
-                            f'on this {host} host (or /dev/kvm is not usable)')
-    if kvm_ok and want != 'tcg':
-        return ['-accel', 'kvm']
+                            f'on this {platform.machine()} host (or /dev/kvm is not usable)')
+    if want == 'kvm' or (want == 'auto' and possible and kvm_proven(guest_arch)):
+        return ['-accel', 'kvm', '-cpu', 'host']
     return ['-accel', 'tcg,thread=multi']
 
 
@@ -169,6 +199,18 @@ def dtb(topo: Topology, cache: Path | None = None) -> Path:
 def kunit_params(name: str) -> dict[str, object]:
     """Keyword arguments for kunit.py's QemuArchParams."""
     topo = get(name)
+    if topo.arch == 'x86_64':
+        topo.validate()
+        return {
+            'linux_arch': 'x86_64',
+            'kconfig': '\n'.join(['CONFIG_SERIAL_8250=y', 'CONFIG_SERIAL_8250_CONSOLE=y',
+                                  'CONFIG_SMP=y', 'CONFIG_NUMA=y']),
+            'qemu_arch': 'x86_64',
+            'kernel_path': 'arch/x86/boot/bzImage',
+            'kernel_command_line': 'console=ttyS0 panic=-1',
+            'extra_qemu_params': topo.machine_args() + accel_args('x86_64')
+            + (['-bios', str(QBOOT)] if QBOOT.exists() else []),
+        }
     return {
         'linux_arch': 'arm64',
         'kconfig': '\n'.join(['CONFIG_SERIAL_AMBA_PL011=y',
@@ -177,5 +219,6 @@ def kunit_params(name: str) -> dict[str, object]:
         'qemu_arch': 'aarch64',
         'kernel_path': 'arch/arm64/boot/Image.gz',
         'kernel_command_line': 'console=ttyAMA0 panic=-1',
-        'extra_qemu_params': topo.machine_args() + accel_args() + ['-dtb', str(dtb(topo))],
+        'extra_qemu_params': topo.machine_args() + accel_args('aarch64')
+        + ['-dtb', str(dtb(topo))],
     }
