@@ -60,13 +60,14 @@ for k in $KERNELS; do
 		fail=1
 		continue
 	fi
-	step "W=1 C=2 build of drivers/irqchip/irq-gic-v3-its.o (Linux $k)"
+	step "W=1 C=2 build of the package's objects (Linux $k, arm64)"
 	kloc install --kernel "$k" 2>/dev/null
 	cross=aarch64-linux-gnu-
 	case "$(uname -m)" in aarch64|arm64) cross= ;; esac
 	log="$out/w1.log"
 	if ! make -s -C "$tree" O="$build" ARCH=arm64 CROSS_COMPILE="$cross" \
-		W=1 C=2 drivers/irqchip/irq-gic-v3-its.o >"$log" 2>&1; then
+		W=1 C=2 drivers/irqchip/irq-gic-v3-its.o mm/percpu_locality_kunit.o \
+		>"$log" 2>&1; then
 		cat "$log"
 		fail=1
 		continue

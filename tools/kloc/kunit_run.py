@@ -96,9 +96,14 @@ def _env(cache: Path) -> dict[str, str]:
     return env
 
 
-def count_objects(build_dir: Path) -> str:
-    n = sum(1 for _, _, files in os.walk(build_dir) for f in files if f.endswith('.o'))
-    return f'{n} objects built so far'
+def count_objects(build_dir: Path, since: float) -> str:
+    """How many objects this build has written so far."""
+    n = 0
+    for root, _, files in os.walk(build_dir):
+        for f in files:
+            if f.endswith('.o') and os.stat(os.path.join(root, f)).st_mtime >= since:
+                n += 1
+    return f'{n} objects compiled so far'
 
 
 def build(job: Job, arch: str) -> None:
@@ -113,8 +118,9 @@ def build(job: Job, arch: str) -> None:
     progress.say(f'{job.tree.label}: building the {arch} KUnit kernel in {build_dir} '
                  f'(log: {log})')
     start = time.monotonic()
+    since = time.time()
     rc = run_logged(cmd, log, f'{job.tree.label} {arch} build', cwd=job.tree.path,
-                    env=_env(job.cache), status=lambda: count_objects(build_dir))
+                    env=_env(job.cache), status=lambda: count_objects(build_dir, since))
     if rc != 0:
         raise KunitError(f'{job.tree.label}: the kernel did not build (kunit.py exited {rc}); '
                          f'last lines of {log}:\n{tail(log)}')
@@ -161,22 +167,36 @@ def extract_ktap(console: str) -> str:
     return ''
 
 
-def check_topology(doc: ktap.Document, topo: topology.Topology) -> ktap.Result:
-    """Did the kernel see the ITS on the node this topology's DTB gives it?"""
-    want = -1 if topo.its_node is None else topo.its_node
-    seen = [int(m.group(1)) for s in doc.suites for _, leaf in s.leaves()
-            for line in leaf.log
-            for m in [re.search(r'ITS@\S+ numa_node (-?\d+)', line)] if m]
-    case = ktap.Result('its_numa_node_from_dtb', log=[f'expected ITS numa_node {want}, '
-                                                       f'the kernel reported {seen}'])
+def _diagnostics(doc: ktap.Document, pattern: str) -> list[int]:
+    """Every integer that the regex's first group matched in any case's log."""
+    return [int(m.group(1)) for s in doc.suites for _, leaf in s.leaves()
+            for line in leaf.log for m in [re.search(pattern, line)] if m]
+
+
+def _expect(name: str, seen: list[int], want: int, what: str) -> ktap.Result:
+    case = ktap.Result(name, log=[f'expected {what} {want}, the kernel reported {seen}'])
     if not seen:
-        case.status, case.reason = ktap.Status.SKIP, 'the ITS suite reported no ITS'
+        case.status, case.reason = ktap.Status.SKIP, f'no suite reported the {what}'
     elif all(n == want for n in seen):
         case.status = ktap.Status.PASS
     else:
         case.status = ktap.Status.FAIL
-        case.reason = f'ITS on node {seen}, the {topo.name} DTB says {want}'
-    return ktap.Result('kloc_topology', status=case.status, children=[case])
+        case.reason = f'{what} {seen}, the topology says {want}'
+    return case
+
+
+def check_topology(doc: ktap.Document, topo: topology.Topology) -> ktap.Result:
+    """Did the kernel see the machine the topology describes?"""
+    cases = [_expect('online_nodes', _diagnostics(doc, r'CPUs, (\d+) online nodes'),
+                     len(topo.nodes), 'online nodes')]
+    if topo.arch == 'arm64':
+        cases.append(_expect('its_numa_node_from_dtb',
+                             _diagnostics(doc, r'ITS@\S+ numa_node (-?\d+)'),
+                             -1 if topo.its_node is None else topo.its_node,
+                             'ITS numa_node'))
+    bad = any(c.status == ktap.Status.FAIL for c in cases)
+    return ktap.Result('kloc_topology', status=ktap.Status.FAIL if bad else ktap.Status.PASS,
+                       children=cases)
 
 
 def run_topology(job: Job, name: str) -> Run:
@@ -213,9 +233,8 @@ def load_run(meta: Path) -> Run:
     m = json.loads(meta.read_text())
     console = meta.with_name(f'{m["topology"]}.console')
     doc = ktap.parse(console.read_text(errors='replace') if console.exists() else '')
-    topo = topology.get(m['topology'])
-    if doc.found and topo.arch == 'arm64':
-        doc.suites.append(check_topology(doc, topo))
+    if doc.found:
+        doc.suites.append(check_topology(doc, topology.get(m['topology'])))
     return Run(m['kernel'], m['topology'], doc, float(m['seconds']))
 
 

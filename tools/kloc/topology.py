@@ -203,8 +203,10 @@ def kunit_params(name: str) -> dict[str, object]:
         topo.validate()
         return {
             'linux_arch': 'x86_64',
+            # Without PCI there is no ACPI NUMA, and the kernel fakes one node.
             'kconfig': '\n'.join(['CONFIG_SERIAL_8250=y', 'CONFIG_SERIAL_8250_CONSOLE=y',
-                                  'CONFIG_SMP=y', 'CONFIG_NUMA=y']),
+                                  'CONFIG_SMP=y', 'CONFIG_NUMA=y', 'CONFIG_PCI=y',
+                                  'CONFIG_X86_64_ACPI_NUMA=y']),
             'qemu_arch': 'x86_64',
             'kernel_path': 'arch/x86/boot/bzImage',
             'kernel_command_line': 'console=ttyS0 panic=-1',

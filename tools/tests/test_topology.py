@@ -76,6 +76,20 @@ class TopologyTest(unittest.TestCase):
             with self.assertRaisesRegex(topology.TopologyError, 'KVM cannot run'):
                 topology.accel_args('aarch64')
 
+    def test_auto_uses_kvm_only_after_a_boot_probe_passed(self) -> None:
+        env = {'KLOC_ACCEL': 'auto', 'KLOC_CACHE': str(self.cache)}
+        verdict = topology.kvm_verdict_path('x86_64', self.cache)
+        with mock.patch.dict(os.environ, env), \
+                mock.patch.object(topology, 'kvm_possible', return_value=True):
+            self.assertEqual(topology.accel_args('x86_64'), ['-accel', 'tcg,thread=multi'])
+            verdict.write_text('{"ok": false}')
+            self.assertEqual(topology.accel_args('x86_64'), ['-accel', 'tcg,thread=multi'])
+            verdict.write_text('{"ok": true}')
+            self.assertEqual(topology.accel_args('x86_64'), ['-accel', 'kvm', '-cpu', 'host'])
+        with mock.patch.dict(os.environ, env), \
+                mock.patch.object(topology, 'kvm_possible', return_value=False):
+            self.assertEqual(topology.accel_args('x86_64'), ['-accel', 'tcg,thread=multi'])
+
     def test_stock_kunit_py_loads_every_config(self) -> None:
         """Each tools/qemu_configs/*.py works with an unmodified kunit.py."""
         tree = debian_tree('6.12')
@@ -83,12 +97,18 @@ class TopologyTest(unittest.TestCase):
         sys.path.insert(0, kunit_dir)
         self.addCleanup(sys.path.remove, kunit_dir)
         kunit_kernel = importlib.import_module('kunit_kernel')
-        for name in topology.TOPOLOGIES:
+        for name, topo in topology.TOPOLOGIES.items():
             with mock.patch.dict(os.environ, {'KLOC_CACHE': str(self.cache)}):
                 arch, ops = kunit_kernel._get_qemu_ops(str(QEMU_CONFIGS / f'{name}.py'),
                                                        None, None)
-            self.assertEqual(arch, 'arm64')
+            self.assertEqual(arch, topo.arch)
             params = ops._extra_qemu_params
-            self.assertIn('-dtb', params)
-            self.assertTrue(Path(params[params.index('-dtb') + 1]).is_file())
-            self.assertIn('virt,gic-version=3,its=on', params)
+            self.assertIn(f'node,nodeid={len(topo.nodes) - 1},cpus=2-3,memdev=m1'
+                          if len(topo.nodes) == 2 else 'node,nodeid=0,cpus=0-1,memdev=m0',
+                          params)
+            if topo.arch == 'arm64':
+                self.assertIn('-dtb', params)
+                self.assertTrue(Path(params[params.index('-dtb') + 1]).is_file())
+                self.assertIn('virt,gic-version=3,its=on', params)
+            else:
+                self.assertNotIn('-dtb', params)
