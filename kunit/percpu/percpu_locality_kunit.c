@@ -14,6 +14,7 @@
 #include <linux/atomic.h>
 #include <linux/cache.h>
 #include <linux/completion.h>
+#include <linux/cpu.h>
 #include <linux/kthread.h>
 #include <linux/mm.h>
 #include <linux/netdevice.h>
@@ -148,9 +149,9 @@ static void pcpu_kunit_first_chunk(struct pcpu_kunit_first_chunk *fc)
 	fc->stride = ULONG_MAX;
 	for_each_possible_cpu(a) {
 		for_each_possible_cpu(b) {
-			unsigned long d = abs_diff(per_cpu_offset(a), per_cpu_offset(b));
+			unsigned long d = per_cpu_offset(b) - per_cpu_offset(a);
 
-			if (d && d < fc->stride)
+			if (per_cpu_offset(b) > per_cpu_offset(a) && d < fc->stride)
 				fc->stride = d;
 		}
 	}
@@ -440,7 +441,7 @@ static void pcpu_kunit_netdev_stats_apart_and_local(struct kunit *test)
 	struct pcpu_sw_netstats __percpu *tstats;
 
 	KUNIT_ASSERT_NOT_NULL_MSG(test, lo, "init_net has no loopback device");
-	KUNIT_ASSERT_NOT_NULL_MSG(test, lo->lstats, "lo has no per-CPU lstats");
+	KUNIT_ASSERT_TRUE_MSG(test, !!lo->lstats, "lo has no per-CPU lstats");
 	pcpu_kunit_expect_stats_apart_and_local(test, "lo lstats", lo->lstats,
 						sizeof(struct pcpu_lstats));
 
