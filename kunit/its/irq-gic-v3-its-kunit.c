@@ -11,9 +11,11 @@
  * a kthread that retires every command at once. The real ITS that the
  * kernel probed at boot is checked too.
  *
- * Every page allocation goes through its_alloc_pages_node() and is freed
- * through its_free_pages(). The tests redirect both, to count what is live
- * and to make the Nth allocation fail.
+ * Every page the driver allocates for an ITS goes through
+ * its_alloc_pages_node() and its_free_pages(), and every slab object
+ * (collections, domain info, ITTs) through its_kzalloc_node() and
+ * its_kfree(). The tests redirect them, to count what is live and to make
+ * the Nth allocation fail.
  */
 
 #include <kunit/test.h>
@@ -21,7 +23,7 @@
 #include <linux/kthread.h>
 #include <linux/nodemask.h>
 
-#define ITS_KUNIT_MAX_PAGES	64
+#define ITS_KUNIT_MAX_LIVE	64
 #define ITS_KUNIT_MAX_INJECT	64
 #define ITS_KUNIT_MAX_ITS	16
 #define ITS_KUNIT_FRAME_SZ	SZ_64K
@@ -46,10 +48,11 @@ struct its_kunit_seam {
 	int frees;		/* pages given back */
 	int bad_frees;		/* addresses the seam never handed out */
 	struct {
-		void *addr;
-		unsigned int order;
+		const void *addr;
+		size_t size;		/* slab object size; 0 for pages */
+		unsigned int order;	/* page order */
 		void *caller;
-	} live[ITS_KUNIT_MAX_PAGES];
+	} live[ITS_KUNIT_MAX_LIVE];
 };
 
 struct its_kunit_its {
@@ -235,52 +238,100 @@ static struct its_kunit_seam *its_kunit_seam_of_current(void)
 	return test ? test->priv : NULL;
 }
 
+/* Whether the next allocation is the one to fail; counts the call. */
+static bool its_kunit_fail_now(struct its_kunit_seam *seam)
+{
+	return ++seam->calls == seam->fail_at;
+}
+
+static void its_kunit_track(struct its_kunit_seam *seam, const void *addr, size_t size,
+			    unsigned int order, void *caller)
+{
+	int i;
+
+	for (i = 0; i < ITS_KUNIT_MAX_LIVE; i++) {
+		if (!seam->live[i].addr) {
+			seam->live[i].addr = addr;
+			seam->live[i].size = size;
+			seam->live[i].order = order;
+			seam->live[i].caller = caller;
+			seam->allocs++;
+			return;
+		}
+	}
+	WARN(1, "more than %d live ITS allocations", ITS_KUNIT_MAX_LIVE);
+}
+
+/* Forget @addr; false when the seam never handed it out. */
+static bool its_kunit_untrack(struct its_kunit_seam *seam, const void *addr, size_t size,
+			      unsigned int order)
+{
+	int i;
+
+	for (i = 0; i < ITS_KUNIT_MAX_LIVE; i++) {
+		if (seam->live[i].addr == addr && seam->live[i].size == size &&
+		    (size || seam->live[i].order == order)) {
+			seam->live[i].addr = NULL;
+			seam->frees++;
+			return true;
+		}
+	}
+	/* Never free what the seam did not hand out: it may be garbage. */
+	seam->bad_frees++;
+	return false;
+}
+
 static struct page *its_kunit_alloc_pages_node(int node, gfp_t gfp,
 					       unsigned int order)
 {
 	struct its_kunit_seam *seam = its_kunit_seam_of_current();
 	struct page *page;
-	int i;
 
-	if (WARN_ON(!seam))
-		return NULL;
-	if (++seam->calls == seam->fail_at)
+	if (WARN_ON(!seam) || its_kunit_fail_now(seam))
 		return NULL;
 	page = alloc_pages_node(node, gfp, order);
-	if (!page)
-		return NULL;
-	for (i = 0; i < ITS_KUNIT_MAX_PAGES; i++) {
-		if (!seam->live[i].addr) {
-			seam->live[i].addr = page_address(page);
-			seam->live[i].order = order;
-			seam->live[i].caller = __builtin_return_address(0);
-			break;
-		}
-	}
-	WARN_ON(i == ITS_KUNIT_MAX_PAGES);
-	seam->allocs++;
+	if (page)
+		its_kunit_track(seam, page_address(page), 0, order,
+				__builtin_return_address(0));
 	return page;
 }
 
 static void its_kunit_free_pages(void *addr, unsigned int order)
 {
 	struct its_kunit_seam *seam = its_kunit_seam_of_current();
-	int i;
 
 	if (WARN_ON(!seam))
 		return;
-	for (i = 0; i < ITS_KUNIT_MAX_PAGES; i++) {
-		if (seam->live[i].addr == addr && seam->live[i].order == order) {
-			seam->live[i].addr = NULL;
-			seam->frees++;
-			free_pages((unsigned long)addr, order);
-			return;
-		}
-	}
-	/* Never free what the seam did not hand out: it may be garbage. */
-	seam->bad_frees++;
-	kunit_fail_current_test("its_free_pages(%p, order %u) of a page the seam never allocated",
-				addr, order);
+	if (its_kunit_untrack(seam, addr, 0, order))
+		free_pages((unsigned long)addr, order);
+	else
+		kunit_fail_current_test("its_free_pages(%p, order %u): not from the seam",
+					addr, order);
+}
+
+static void *its_kunit_kzalloc_node(size_t size, gfp_t gfp, int node)
+{
+	struct its_kunit_seam *seam = its_kunit_seam_of_current();
+	void *p;
+
+	if (WARN_ON(!seam) || its_kunit_fail_now(seam))
+		return NULL;
+	p = kzalloc_node(size, gfp, node);
+	if (p)
+		its_kunit_track(seam, p, ksize(p), 0, __builtin_return_address(0));
+	return p;
+}
+
+static void its_kunit_kfree(const void *addr)
+{
+	struct its_kunit_seam *seam = its_kunit_seam_of_current();
+
+	if (WARN_ON(!seam) || !addr)
+		return;
+	if (its_kunit_untrack(seam, addr, ksize(addr), 0))
+		kfree(addr);
+	else
+		kunit_fail_current_test("its_kfree(%p): not from the seam", addr);
 }
 
 static struct its_kunit_its *its_kunit_emulated(struct its_node *its)
@@ -345,6 +396,8 @@ static void its_kunit_unstub(void *unused)
 	its_kunit_alloc_pages_node_fn = NULL;
 	its_kunit_free_pages_fn = NULL;
 	its_kunit_write_baser_fn = NULL;
+	its_kunit_kzalloc_node_fn = NULL;
+	its_kunit_kfree_fn = NULL;
 }
 
 static void its_kunit_stub(struct kunit *test)
@@ -352,6 +405,8 @@ static void its_kunit_stub(struct kunit *test)
 	its_kunit_alloc_pages_node_fn = its_kunit_alloc_pages_node;
 	its_kunit_free_pages_fn = its_kunit_free_pages;
 	its_kunit_write_baser_fn = its_kunit_write_baser;
+	its_kunit_kzalloc_node_fn = its_kunit_kzalloc_node;
+	its_kunit_kfree_fn = its_kunit_kfree;
 	KUNIT_ASSERT_EQ(test, its_kunit_defer(test, its_kunit_unstub, NULL), 0);
 }
 
@@ -363,6 +418,8 @@ static void its_kunit_stub(struct kunit *test)
 				   its_kunit_alloc_pages_node);
 	kunit_activate_static_stub(test, its_free_pages, its_kunit_free_pages);
 	kunit_activate_static_stub(test, its_write_baser, its_kunit_write_baser);
+	kunit_activate_static_stub(test, its_kzalloc_node, its_kunit_kzalloc_node);
+	kunit_activate_static_stub(test, its_kfree, its_kunit_kfree);
 }
 
 #define its_kunit_probe(its)	its_probe_one(its)
@@ -378,8 +435,12 @@ static void its_kunit_reap(void *data)
 	struct its_kunit_seam *seam = data;
 	int i;
 
-	for (i = 0; i < ITS_KUNIT_MAX_PAGES; i++) {
-		if (seam->live[i].addr)
+	for (i = 0; i < ITS_KUNIT_MAX_LIVE; i++) {
+		if (!seam->live[i].addr)
+			continue;
+		if (seam->live[i].size)
+			kfree(seam->live[i].addr);
+		else
 			free_pages((unsigned long)seam->live[i].addr, seam->live[i].order);
 	}
 }
@@ -403,8 +464,12 @@ static int its_kunit_outstanding(struct kunit *test)
 	struct its_kunit_seam *seam = test->priv;
 	int i;
 
-	for (i = 0; i < ITS_KUNIT_MAX_PAGES; i++) {
-		if (seam->live[i].addr)
+	for (i = 0; i < ITS_KUNIT_MAX_LIVE; i++) {
+		if (seam->live[i].addr && seam->live[i].size)
+			kunit_info(test, "live: %zu-byte object %p from %pS\n",
+				   seam->live[i].size, seam->live[i].addr,
+				   seam->live[i].caller);
+		else if (seam->live[i].addr)
 			kunit_info(test, "live: order-%u page %p from %pS\n",
 				   seam->live[i].order, seam->live[i].addr,
 				   seam->live[i].caller);
@@ -469,9 +534,9 @@ static void its_kunit_unprobe(void *data)
 		void *info = domain->host_data;
 
 		irq_domain_remove(domain);
-		kfree(info);
+		its_kfree(info);
 	}
-	kfree(its->collections);
+	its_kfree(its->collections);
 	its->collections = NULL;
 	its_free_tables(its);
 	its_free_pages(its->cmd_base, get_order(ITS_CMD_QUEUE_SZ));
@@ -683,9 +748,10 @@ static void its_kunit_probe_places_all_on_node(struct kunit *test)
 }
 
 /*
- * Fail the 1st page allocation of the probe, then the 2nd, and so on until
- * the probe no longer allocates that many. Each failing probe must return
- * an error, give back every page it took, and leave nothing registered.
+ * Fail the 1st allocation of the probe (command queue, tables, collections,
+ * domain), then the 2nd, and so on until the probe no longer makes that
+ * many. Each failing probe must return an error, give back everything it
+ * took, and leave nothing registered.
  */
 static void its_kunit_probe_fails_cleanly(struct kunit *test)
 {
@@ -706,10 +772,10 @@ static void its_kunit_probe_fails_cleanly(struct kunit *test)
 			break;
 		}
 		KUNIT_EXPECT_NE_MSG(test, err, 0,
-				    "probe of the %s ITS returned 0 although page allocation %d failed",
+				    "probe of the %s ITS returned 0 although allocation %d failed",
 				    l->name, n);
 		KUNIT_EXPECT_EQ_MSG(test, its_kunit_outstanding(test), 0,
-				    "pages leaked after allocation %d failed (%d allocated, %d freed)",
+				    "leaked after allocation %d failed (%d allocated, %d freed)",
 				    n, seam->allocs, seam->frees);
 		KUNIT_EXPECT_FALSE_MSG(test, its_kunit_registered(e->its),
 				       "ITS left on its_nodes after allocation %d failed", n);
@@ -724,29 +790,46 @@ static void its_kunit_probe_fails_cleanly(struct kunit *test)
 }
 
 /*
- * The level-2 device table page is allocated when a device is created.
- * When that allocation fails, creating the device fails, and nothing leaks.
+ * Creating a device allocates a level-2 device table page when its ID is
+ * the first in a new level-2 range, then the device's ITT. Fail each in
+ * turn: creating the device must fail, list nothing, and keep nothing but
+ * a level-2 page it installed in the table, which the table keeps anyway.
  */
-static void its_kunit_lvl2_failure_is_clean(struct kunit *test)
+static void its_kunit_create_device_fails_cleanly(struct kunit *test)
 {
 	struct its_kunit_seam *seam = test->priv;
-	struct its_baser *dt;
+	struct its_device *dev = NULL;
 	struct its_kunit_its *e;
-	int before;
+	struct its_baser *dt;
+	int n, before, kept;
+	u32 dev_id;
 
 	e = its_kunit_new(test, &its_kunit_layouts[1], first_online_node);
 	KUNIT_ASSERT_EQ(test, its_kunit_probe_new(test, e), 0);
 	dt = its_kunit_device_table(test, e->its);
-	before = seam->allocs - seam->frees;
-	seam->calls = 0;
-	seam->fail_at = 1;
-	KUNIT_EXPECT_NULL(test, its_create_device(e->its, 0x1234, 32, false));
-	seam->fail_at = 0;
-	KUNIT_EXPECT_EQ_MSG(test, seam->calls, 1,
-			    "creating a device made %d page allocations", seam->calls);
-	KUNIT_EXPECT_EQ(test, seam->allocs - seam->frees, before);
-	KUNIT_EXPECT_TRUE(test, list_empty(&e->its->its_device_list));
-	KUNIT_EXPECT_NULL(test, its_kunit_lvl2(dt, 0x1234));
+	for (n = 1; n <= ITS_KUNIT_MAX_INJECT && !dev; n++) {
+		/* the first ID of level-2 range n: a fresh page each time */
+		dev_id = n << ilog2(dt->psz / GITS_BASER_ENTRY_SIZE(dt->val));
+		before = seam->allocs - seam->frees;
+		seam->calls = 0;
+		seam->fail_at = n;
+		dev = its_create_device(e->its, dev_id, 32, false);
+		seam->fail_at = 0;
+		if (dev) {
+			KUNIT_EXPECT_LT(test, seam->calls, n);
+			break;
+		}
+		kept = its_kunit_lvl2(dt, dev_id) ? 1 : 0;
+		KUNIT_EXPECT_EQ_MSG(test, seam->allocs - seam->frees, before + kept,
+				    "creating device %#x leaked after allocation %d failed",
+				    dev_id, n);
+		KUNIT_EXPECT_TRUE_MSG(test, list_empty(&e->its->its_device_list),
+				      "device %#x listed after allocation %d failed", dev_id, n);
+	}
+	KUNIT_ASSERT_NOT_NULL(test, dev);
+	KUNIT_EXPECT_EQ(test, seam->bad_frees, 0);
+	kunit_info(test, "creating a device: walked %d injection points\n", n - 1);
+	its_free_device(dev);
 }
 
 /* The ITS that the kernel probed at boot, on the node its firmware gives. */
@@ -783,7 +866,7 @@ static struct kunit_suite its_kunit_placement_suite = {
 
 static struct kunit_case its_kunit_failure_cases[] __refdata = {
 	KUNIT_CASE_PARAM(its_kunit_probe_fails_cleanly, its_kunit_layout_gen_params),
-	KUNIT_CASE(its_kunit_lvl2_failure_is_clean),
+	KUNIT_CASE(its_kunit_create_device_fails_cleanly),
 	{}
 };
 
