@@ -99,8 +99,8 @@ def _failed_cases(doc: ktap.Document) -> list[str]:
 
 
 def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[Outcome]:
-    if not install.is_installed(tree.path):
-        install.install(tree.path, tree.version, series.load_series())
+    # The mutants are written against the current series: install it.
+    install.install(tree.path, tree.version, series.load_series())
     mutants = load(tree.version)
     scratch = scratch_copy(tree, cache)
     job = Job(scratch, out, (TOPOLOGY,), jobs, timeout, cache)
