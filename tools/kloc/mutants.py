@@ -22,7 +22,7 @@ from .apply import Contents, apply_patch, touched_files
 from .kunit_run import Job, KunitError, build, run_topology
 from .ktree import Tree
 from .paths import PACKAGE_ROOT
-from .version import KernelVersion
+from .version import KernelVersion, VersionError
 
 TOPOLOGY = 'arm64_2n_its1'  # the ITS away from the boot CPU's node
 
@@ -53,8 +53,8 @@ def load(version: KernelVersion, root: Path = PACKAGE_ROOT) -> list[Mutant]:
     for d in root.glob('kunit/*/mutants/*'):
         try:
             v = KernelVersion.parse(d.name)
-        except ValueError:
-            continue
+        except VersionError:
+            continue  # not a version directory
         if v <= version:
             found.setdefault(v, d)
     if not found:
