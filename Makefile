@@ -14,7 +14,7 @@ export KLOC_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kloc
 KLOC  = PYTHONPATH=$(CURDIR)/tools $(PYTHON) -m kloc
 TREE  = --kernel $(KERNEL) $(if $(KDIR),--kdir $(KDIR))
 
-.PHONY: help deps tree install uninstall patches kunit mutants report run test \
+.PHONY: help deps tree install uninstall patches kunit kselftest mutants report run test \
 	check-tools lint clean
 
 help:
@@ -29,6 +29,7 @@ help:
 	@echo '  make uninstall   restore the tree byte for byte'
 	@echo '  make patches     export the series as git-am-able patches to $$(OUT)/patches'
 	@echo '  make kunit       KUnit on every topology: KTAP, JSON, $$(OUT)/kunit/junit.xml'
+	@echo '  make kselftest   build the kselftests standalone and in-tree; run them on this kernel'
 	@echo '  make mutants     apply each mutant to a copy of the tree; each must be caught'
 	@echo '  make report      merge $$(OUT)/kunit into junit.xml and print the summary'
 	@echo '  make check-tools unit tests of tools/'
@@ -56,6 +57,9 @@ patches: deps
 kunit: deps
 	@$(KLOC) kunit $(TREE) --out $(OUT) --jobs $(JOBS) --timeout $(TIMEOUT) \
 		$(if $(TOPOLOGIES),--topologies $(TOPOLOGIES))
+
+kselftest: deps
+	@OUT=$(OUT) PYTHON=$(PYTHON) KERNEL=$(KERNEL) tools/kselftest-host.sh
 
 mutants: deps
 	@$(KLOC) mutants $(TREE) --out $(OUT) --jobs $(JOBS)

@@ -44,6 +44,8 @@ for k in 6.12 6.1; do
 	phase "kunit on Linux $k" kloc kunit --kernel "$k" --out "$OUT" --jobs "$JOBS" \
 		--timeout "$TIMEOUT"
 done
+phase "kselftest on this machine's kernel" env OUT="$OUT" PYTHON="$PYTHON" \
+	tools/kselftest-host.sh
 phase "mutants on Linux 6.12" kloc mutants --kernel 6.12 --out "$OUT" --jobs "$JOBS"
 phase "lint" env OUT="$OUT" PYTHON="$PYTHON" tools/lint.sh
 phase "kunit report (both kernels)" kloc report --out "$OUT"

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0
 """The package's changes to a kernel tree, as an ordered series.
 
-kunit/series lists change directories, one a line. Each directory holds:
+kunit/series lists change directories, relative to the package, one a line.
+Each directory holds:
   message        the commit message: a subject line, a blank line, a body
   <X.Y>.patch    a unified diff (-p1) for trees of version X.Y and later;
                  the greatest X.Y not above the tree's version is used
@@ -53,7 +54,7 @@ _PATCH_NAME = re.compile(r'(\d+)\.(\d+)\.patch')
 
 
 def load_change(root: Path, name: str) -> Change:
-    cdir = root / 'kunit' / name
+    cdir = root / name
     try:
         message = (cdir / 'message').read_text()
     except OSError as e:
