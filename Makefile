@@ -14,7 +14,7 @@ export KLOC_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kloc
 KLOC  = PYTHONPATH=$(CURDIR)/tools $(PYTHON) -m kloc
 TREE  = --kernel $(KERNEL) $(if $(KDIR),--kdir $(KDIR))
 
-.PHONY: help deps tree install uninstall patches kunit kselftest mutants report run test \
+.PHONY: help deps tree install uninstall patches kunit kselftest guest mutants report run test \
 	check-tools lint clean
 
 help:
@@ -30,6 +30,7 @@ help:
 	@echo '  make patches     export the series as git-am-able patches to $$(OUT)/patches'
 	@echo '  make kunit       KUnit on every topology: KTAP, JSON, $$(OUT)/kunit/junit.xml'
 	@echo '  make kselftest   build the kselftests standalone and in-tree; run them on this kernel'
+	@echo '  make guest       build a minimal guest (ARCH=, ALLOC=slub|slab) and run the kselftest once'
 	@echo '  make mutants     apply each mutant to a copy of the tree; each must be caught'
 	@echo '  make report      merge $$(OUT)/kunit into junit.xml and print the summary'
 	@echo '  make check-tools unit tests of tools/'
@@ -57,6 +58,10 @@ patches: deps
 kunit: deps
 	@$(KLOC) kunit $(TREE) --out $(OUT) --jobs $(JOBS) --timeout $(TIMEOUT) \
 		$(if $(TOPOLOGIES),--topologies $(TOPOLOGIES))
+
+guest: deps
+	@$(KLOC) guest $(TREE) --arch $(or $(ARCH),x86_64) --alloc $(or $(ALLOC),slub) \
+		--topology $(or $(TOPOLOGY),x86_64_2n) --out $(OUT)
 
 kselftest: deps
 	@OUT=$(OUT) PYTHON=$(PYTHON) KERNEL=$(KERNEL) tools/kselftest-host.sh

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from . import install, junit, kunit_run, mailpatch, mutants, progress, series, summary, topology
+from . import guest, install, junit, kunit_run, mailpatch, mutants, progress, series, summary, topology
 from .apply import HunkError
 from .ktree import Tree, TreeError, resolve
 from .paths import cache_dir
@@ -17,7 +18,7 @@ from .series import SeriesError
 from .version import VersionError
 
 ERRORS = (TreeError, install.InstallError, SeriesError, HunkError, VersionError,
-          kunit_run.KunitError, topology.TopologyError, mutants.MutantError)
+          kunit_run.KunitError, topology.TopologyError, mutants.MutantError, guest.GuestError)
 
 
 def _tree(args: argparse.Namespace) -> Tree:
@@ -119,6 +120,30 @@ def cmd_mutants(args: argparse.Namespace) -> int:
     return 0 if good else 1
 
 
+def cmd_guest(args: argparse.Namespace) -> int:
+    """Build one guest and run the loopback kselftest in it once."""
+    tree = _tree(args)
+    g = guest.Guest(tree, args.arch, args.alloc)
+    guest.check(g)
+    topo = topology.get(args.topology)
+    if topo.arch != args.arch:
+        raise topology.TopologyError(f'topology {topo.name} is {topo.arch}, not {args.arch}')
+    out = Path(args.out).resolve() / 'guest' / g.name
+    out.mkdir(parents=True, exist_ok=True)
+    install.install(tree.path, tree.version, series.load_series())
+    guest.build(g, out)
+    binary = guest.static_selftest(args.arch, tree.path / 'tools/testing/selftests', out)
+    initrd = guest.initramfs(binary, ['-d', str(args.seconds), '-w', '0.5'],
+                             out / 'initramfs.gz')
+    progress.say(f'{g.name}: booting on {topo.name} ({topo.about})')
+    r = guest.run(g, initrd, topo.numa_args(), topo.cpus, args.timeout, out / 'console.log')
+    if not r.ok:
+        print(f'{g.name}: FAILED RUN: {r.why}\n--- console tail ---\n{r.console_tail}')
+        return 1
+    print(f'{g.name} on {topo.name}: {r.seconds:.1f} s; ' + json.dumps(r.record))
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     return report(Path(args.out))
 
@@ -162,6 +187,15 @@ def main(argv: list[str] | None = None) -> int:
     sp.add_argument('--jobs', type=int, default=os.cpu_count() or 1)
     sp.add_argument('--timeout', type=int, default=120)
     sp.set_defaults(fn=cmd_mutants)
+    sp = sub.add_parser('guest')
+    tree_opts(sp)
+    sp.add_argument('--arch', default='x86_64', choices=sorted(guest.ARCHES))
+    sp.add_argument('--alloc', default='slub', choices=guest.ALLOCATORS)
+    sp.add_argument('--topology', default='x86_64_2n')
+    sp.add_argument('--seconds', type=float, default=1.0)
+    sp.add_argument('--timeout', type=int, default=180)
+    sp.add_argument('--out', default='out')
+    sp.set_defaults(fn=cmd_guest)
     sp = sub.add_parser('report')
     sp.add_argument('--out', default='out')
     sp.set_defaults(fn=cmd_report)

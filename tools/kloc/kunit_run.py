@@ -87,7 +87,7 @@ def _toolchain_args(arch: str) -> list[str]:
     return args
 
 
-def _env(cache: Path) -> dict[str, str]:
+def build_env(cache: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault('CCACHE_DIR', str(cache / 'ccache'))
     env.setdefault('CCACHE_MAXSIZE', '8G')
@@ -120,7 +120,7 @@ def build(job: Job, arch: str) -> None:
     start = time.monotonic()
     since = time.time()
     rc = run_logged(cmd, log, f'{job.tree.label} {arch} build', cwd=job.tree.path,
-                    env=_env(job.cache), status=lambda: count_objects(build_dir, since))
+                    env=build_env(job.cache), status=lambda: count_objects(build_dir, since))
     if rc != 0:
         raise KunitError(f'{job.tree.label}: the kernel did not build (kunit.py exited {rc}); '
                          f'last lines of {log}:\n{tail(log)}')
@@ -210,7 +210,7 @@ def run_topology(job: Job, name: str) -> Run:
     progress.say(f'{job.tree.label}: running on {name} ({topo.about})')
     start = time.monotonic()
     rc = run_logged(cmd, out / f'{name}.log', f'{job.tree.label} {name}',
-                    cwd=job.tree.path, env=_env(job.cache))
+                    cwd=job.tree.path, env=build_env(job.cache))
     seconds = time.monotonic() - start
     console_src = build_dir / 'test.log'
     console = console_src.read_text(errors='replace') if console_src.exists() else ''

@@ -68,7 +68,11 @@ class Topology:
             args = ['-machine', 'virt,gic-version=3,its=on', '-cpu', 'cortex-a57']
         else:
             args = ['-machine', 'pc', '-cpu', 'max']
-        args += ['-smp', str(self.cpus)]
+        return args + ['-smp', str(self.cpus)] + self.numa_args()
+
+    def numa_args(self) -> list[str]:
+        """The -object/-numa options: one memory backend and node per Node."""
+        args: list[str] = []
         first = 0
         for i, node in enumerate(self.nodes):
             last = first + node.cpus - 1

@@ -1,0 +1,199 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Minimal guest kernels and initramfs images for the loopback kselftest.
+
+A guest is tinyconfig plus the fragments in configs/ (base, numa, and the
+slab allocator), built once per tree, arch and allocator, with a busybox
+initramfs that runs the static kselftest and reboots. A run that panics,
+hangs or prints no result is a failed run with its console tail, never a
+result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import progress
+from .kunit_run import build_env
+from .paths import PACKAGE_ROOT, cache_dir
+from .ktree import Tree
+from .procs import run_logged, tail
+from .version import KernelVersion
+
+CONFIGS = PACKAGE_ROOT / 'configs'
+SELFTEST = PACKAGE_ROOT / 'selftests' / 'lo_counters' / 'lo_counters.c'
+BUSYBOX = Path('/bin/busybox')
+ALLOCATORS = ('slub', 'slab')
+SLAB_REMOVED = KernelVersion(6, 8)
+ARCHES = {
+    # arch: (kernel image, console, cross prefix on an x86_64 host, QEMU machine)
+    'x86_64': ('arch/x86/boot/bzImage', 'ttyS0', '', ['-machine', 'pc', '-cpu', 'max']),
+    'arm64': ('arch/arm64/boot/Image', 'ttyAMA0', 'aarch64-linux-gnu-',
+              ['-machine', 'virt,gic-version=3', '-cpu', 'cortex-a57']),
+}
+BEGIN, END = 'KLOC-RESULT-BEGIN', 'KLOC-RESULT-END'
+
+
+class GuestError(Exception):
+    """A guest cannot be built for this request."""
+
+
+@dataclass(frozen=True)
+class Guest:
+    tree: Tree
+    arch: str
+    allocator: str
+
+    @property
+    def name(self) -> str:
+        return f'{self.tree.label}-{self.arch}-{self.allocator}'
+
+    def build_dir(self) -> Path:
+        return self.tree.path.parent / f'guest-{self.arch}-{self.allocator}'
+
+    def image(self) -> Path:
+        return self.build_dir() / ARCHES[self.arch][0]
+
+
+def check(guest: Guest) -> None:
+    if guest.arch not in ARCHES:
+        raise GuestError(f'no guest for arch {guest.arch}; use one of {", ".join(ARCHES)}')
+    if guest.allocator not in ALLOCATORS:
+        raise GuestError(f'allocator {guest.allocator!r}: use slub or slab')
+    if guest.allocator == 'slab' and guest.tree.version >= SLAB_REMOVED:
+        raise GuestError(f'SLAB is not available on Linux {guest.tree.version}: it was '
+                         'deprecated in 6.5 and removed in 6.8; use KERNEL=6.1 for SLAB')
+
+
+def _make(guest: Guest, *targets: str, log: Path) -> None:
+    cross = ARCHES[guest.arch][2] if os.uname().machine == 'x86_64' else ''
+    cmd = ['make', '-C', str(guest.tree.path), f'O={guest.build_dir()}', f'ARCH={guest.arch}',
+           f'-j{os.cpu_count() or 1}', f'CC=ccache {cross}gcc']
+    if cross:
+        cmd.append(f'CROSS_COMPILE={cross}')
+    rc = run_logged(cmd + list(targets), log, f'{guest.name} {" ".join(targets)}',
+                    env=build_env(cache_dir()))
+    if rc:
+        raise GuestError(f'{guest.name}: make {" ".join(targets)} failed; '
+                         f'last lines of {log}:\n{tail(log)}')
+
+
+def build(guest: Guest, logs: Path) -> Path:
+    """Configure and build the guest kernel; return its image."""
+    check(guest)
+    bdir = guest.build_dir()
+    bdir.mkdir(parents=True, exist_ok=True)
+    frags = [CONFIGS / 'guest-base.config', CONFIGS / 'numa.config',
+             CONFIGS / f'{guest.allocator}.config']
+    wanted = '\n'.join(p.read_text() for p in frags)
+    stamp = bdir / '.kloc-fragments'
+    if not stamp.exists() or stamp.read_text() != wanted:
+        progress.say(f'{guest.name}: configuring (tinyconfig + {", ".join(p.name for p in frags)})')
+        _make(guest, 'tinyconfig', log=logs / f'{guest.name}-config.log')
+        subprocess.run([str(guest.tree.path / 'scripts/kconfig/merge_config.sh'), '-m', '-O',
+                        str(bdir), str(bdir / '.config')] + [str(f) for f in frags],
+                       check=True, capture_output=True, cwd=guest.tree.path,
+                       env=dict(os.environ, ARCH=guest.arch))
+        _make(guest, 'olddefconfig', log=logs / f'{guest.name}-config.log')
+        config = (bdir / '.config').read_text()
+        for need in ('CONFIG_NUMA=y', f'CONFIG_{guest.allocator.upper()}=y', 'CONFIG_NET_NS=y'):
+            if need not in config.splitlines():
+                raise GuestError(f'{guest.name}: {need} did not survive olddefconfig')
+        stamp.write_text(wanted)
+    progress.say(f'{guest.name}: building {ARCHES[guest.arch][0]}')
+    _make(guest, os.path.basename(ARCHES[guest.arch][0]), log=logs / f'{guest.name}-build.log')
+    return guest.image()
+
+
+def static_selftest(arch: str, ksft_dir: Path, out: Path) -> Path:
+    cross = ARCHES[arch][2] if os.uname().machine == 'x86_64' else ''
+    binary = out / f'lo_counters-{arch}'
+    subprocess.run([f'{cross}gcc', '-static', '-O2', '-Wall', '-iquote', str(ksft_dir / 'net'),
+                    '-o', str(binary), str(SELFTEST), '-lpthread'], check=True)
+    return binary
+
+
+def initramfs(binary: Path, args: list[str], out: Path) -> Path:
+    """busybox, the selftest, and an /init that runs it once and reboots."""
+    if not BUSYBOX.exists():
+        raise GuestError(f'{BUSYBOX} is missing: apt-get install busybox-static')
+    with tempfile.TemporaryDirectory(prefix='kloc-initramfs-') as tmp:
+        root = Path(tmp)
+        for d in ('bin', 'proc', 'sys', 'dev'):
+            (root / d).mkdir()
+        shutil.copy2(BUSYBOX, root / 'bin' / 'busybox')
+        shutil.copy2(binary, root / 'lo_counters')
+        init = root / 'init'
+        init.write_text('#!/bin/busybox sh\n'
+                        '/bin/busybox mount -t proc proc /proc\n'
+                        '/bin/busybox mount -t sysfs sys /sys\n'
+                        f'/lo_counters {" ".join(args)} -j /tmp.json\n'
+                        'rc=$?\n'
+                        f'echo {BEGIN}\n/bin/busybox cat /tmp.json\necho "{END} $rc"\n'
+                        '/bin/busybox reboot -f\n')
+        init.chmod(0o755)
+        files = subprocess.run(['find', '.'], cwd=root, capture_output=True, text=True,
+                               check=True).stdout
+        cpio = subprocess.run(['cpio', '-o', '-H', 'newc', '--quiet'], cwd=root,
+                              input=files.encode(), capture_output=True, check=True).stdout
+    out.write_bytes(subprocess.run(['gzip', '-9'], input=cpio, capture_output=True,
+                                   check=True).stdout)
+    return out
+
+
+@dataclass
+class RunResult:
+    ok: bool
+    record: dict[str, object] | None
+    seconds: float
+    why: str
+    console_tail: str
+
+
+def parse_console(console: str) -> tuple[dict[str, object] | None, str]:
+    """The JSON record between the markers, and why there is none."""
+    if BEGIN not in console:
+        return None, 'the guest printed no result: it panicked, hung or never ran the test'
+    body = console.split(BEGIN, 1)[1]
+    if END not in body:
+        return None, 'the result was cut short'
+    text, _, rest = body.partition(END)
+    rc = rest.split()[0] if rest.split() else '?'
+    try:
+        record = json.loads(text.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None, f'the selftest exited {rc} without a JSON record'
+    if not isinstance(record, dict):
+        return None, 'the JSON record is not an object'
+    if rc != '0':
+        return record, f'the selftest failed (exit {rc})'
+    return record, ''
+
+
+def run(guest: Guest, initrd: Path, qemu_numa: list[str], cpus: int, timeout: int,
+        console_log: Path) -> RunResult:
+    image, console, _, machine = ARCHES[guest.arch]
+    qemu = 'qemu-system-x86_64' if guest.arch == 'x86_64' else 'qemu-system-aarch64'
+    cmd = [qemu, *machine, '-accel', 'tcg,thread=multi', '-m', '1024', '-smp', str(cpus),
+           *qemu_numa, '-kernel', str(guest.image()), '-initrd', str(initrd), '-append',
+           f'console={console} panic=-1 quiet', '-nographic', '-nodefaults', '-serial',
+           'stdio', '-no-reboot']
+    start = time.monotonic()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, errors='replace',
+                           timeout=timeout, stdin=subprocess.DEVNULL)
+        out = r.stdout + r.stderr
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b'').decode(errors='replace') if isinstance(e.stdout, bytes) \
+            else (e.stdout or '')
+        out += f'\n[kloc: killed after {timeout} s]\n'
+    secs = time.monotonic() - start
+    console_log.write_text(out)
+    record, why = parse_console(out)
+    return RunResult(not why, record, secs, why, '\n'.join(out.splitlines()[-25:]))

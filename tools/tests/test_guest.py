@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Guest pieces that need no guest: requests, the initramfs, console parsing."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import unittest
+from pathlib import Path
+
+from kloc import guest
+from kloc.ktree import Tree
+from kloc.version import KernelVersion
+
+RECORD = '{"threads": 4, "pps_total": 139193, "sent": 281664, "lo_tx": 281664}'
+
+
+def tree(version: str) -> Tree:
+    return Tree(Path('/nonexistent'), KernelVersion.parse(version), 'debian')
+
+
+class GuestRequest(unittest.TestCase):
+    def test_slab_only_before_6_8(self) -> None:
+        guest.check(guest.Guest(tree('6.1.120'), 'x86_64', 'slab'))
+        guest.check(guest.Guest(tree('6.7'), 'arm64', 'slab'))
+        with self.assertRaisesRegex(guest.GuestError, 'removed in 6.8; use KERNEL=6.1'):
+            guest.check(guest.Guest(tree('6.12.57'), 'x86_64', 'slab'))
+        guest.check(guest.Guest(tree('6.12.57'), 'x86_64', 'slub'))
+
+    def test_bad_requests(self) -> None:
+        with self.assertRaisesRegex(guest.GuestError, 'use slub or slab'):
+            guest.check(guest.Guest(tree('6.1'), 'x86_64', 'slob'))
+        with self.assertRaisesRegex(guest.GuestError, 'no guest for arch riscv'):
+            guest.check(guest.Guest(tree('6.1'), 'riscv', 'slub'))
+
+    def test_fragments_exist(self) -> None:
+        for name in ('guest-base', 'numa', 'slub', 'slab'):
+            self.assertTrue((guest.CONFIGS / f'{name}.config').is_file(), name)
+
+
+class Console(unittest.TestCase):
+    def test_result(self) -> None:
+        text = f'boot\n{guest.BEGIN}\n{RECORD}\n{guest.END} 0\nreboot\n'
+        record, why = guest.parse_console(text)
+        self.assertEqual(why, '')
+        assert record is not None
+        self.assertEqual(record['sent'], 281664)
+
+    def test_failed_selftest_keeps_its_record_but_is_no_result(self) -> None:
+        record, why = guest.parse_console(f'{guest.BEGIN}\n{RECORD}\n{guest.END} 1\n')
+        self.assertIsNotNone(record)
+        self.assertIn('failed (exit 1)', why)
+
+    def test_panic_or_hang_is_no_result(self) -> None:
+        for text in ('Kernel panic - not syncing: VFS\n', f'{guest.BEGIN}\n{{"threads"',
+                     f'{guest.BEGIN}\nnot json\n{guest.END} 0\n'):
+            record, why = guest.parse_console(text)
+            self.assertTrue(why, text)
+
+
+class Initramfs(unittest.TestCase):
+    def test_contents(self) -> None:
+        if not guest.BUSYBOX.exists():
+            self.skipTest('busybox-static is not installed')
+        with tempfile.TemporaryDirectory() as d:
+            binary = Path(d) / 'lo_counters'
+            binary.write_bytes(b'\x7fELF')
+            img = guest.initramfs(binary, ['-d', '1'], Path(d) / 'initrd.gz')
+            listing = subprocess.run(f'zcat {img} | cpio -t --quiet', shell=True,
+                                     capture_output=True, text=True, check=True).stdout
+            names = set(listing.split())
+            self.assertTrue({'init', 'lo_counters', 'bin/busybox', 'proc', 'sys'} <= names)
+            init = subprocess.run(f'zcat {img} | cpio -i --to-stdout --quiet init', shell=True,
+                                  capture_output=True, text=True, check=True).stdout
+            self.assertIn('/lo_counters -d 1 -j /tmp.json', init)
+            self.assertIn('reboot -f', init)
