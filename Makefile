@@ -20,7 +20,7 @@ TREE  = --kernel $(KERNEL) $(if $(KDIR),--kdir $(KDIR))
 help:
 	@echo 'kloc: kernel locality tests (see README.md)'
 	@echo
-	@echo '  make run         KUnit on every topology, then the mutants; the summary'
+	@echo '  make run         KUnit on every topology, the mutants, the kselftest; the summary'
 	@echo '  make test        the package'"'"'s own tests, lint, and KUnit on 6.12 and 6.1'
 	@echo
 	@echo '  make deps        install missing Debian packages (as root), or list them'
@@ -78,6 +78,7 @@ run: deps
 	$(KLOC) kunit $(TREE) --out $(OUT) --jobs $(JOBS) --timeout $(TIMEOUT) \
 		$(if $(TOPOLOGIES),--topologies $(TOPOLOGIES)) >/dev/null || rc=1; \
 	$(KLOC) mutants $(TREE) --out $(OUT) --jobs $(JOBS) || rc=1; \
+	OUT=$(OUT) PYTHON=$(PYTHON) KERNEL=$(KERNEL) tools/kselftest-host.sh >/dev/null || rc=1; \
 	echo; $(KLOC) report --out $(OUT) || rc=1; \
 	exit $$rc
 
