@@ -80,13 +80,16 @@ def scratch_copy(tree: Tree, cache: Path) -> Tree:
 
 
 def _write(tree: Path, contents: Contents) -> None:
-    """Write without touching hard-linked originals: always a new inode."""
+    """Write without touching hard-linked originals: always a new inode.
+
+    Always written, even when unchanged: the fresh mtime makes make rebuild
+    the object, which the build dir may hold from another mutant; a
+    hard-linked copy carries the original's older mtime.
+    """
     for rel, data in contents.items():
         target = tree / rel
         if data is None:
             target.unlink(missing_ok=True)
-            continue
-        if target.exists() and target.read_bytes() == data:
             continue
         tmp = target.with_name(target.name + '.kloc-tmp')
         tmp.write_bytes(data)
