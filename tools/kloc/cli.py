@@ -136,7 +136,7 @@ def cmd_guest(args: argparse.Namespace) -> int:
     initrd = guest.initramfs(binary, ['-d', str(args.seconds), '-w', '0.5'],
                              out / 'initramfs.gz')
     progress.say(f'{g.name}: booting on {topo.name} ({topo.about})')
-    r = guest.run(g, initrd, topo.numa_args(), topo.cpus, args.timeout, out / 'console.log')
+    r = guest.run(g, initrd, topo, args.timeout, out / 'console.log')
     if not r.ok:
         print(f'{g.name}: FAILED RUN: {r.why}\n--- console tail ---\n{r.console_tail}')
         return 1

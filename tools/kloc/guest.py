@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import progress
+from .topology import Topology
 from .kunit_run import build_env
 from .paths import PACKAGE_ROOT, cache_dir
 from .ktree import Tree
@@ -32,10 +33,9 @@ BUSYBOX = Path('/bin/busybox')
 ALLOCATORS = ('slub', 'slab')
 SLAB_REMOVED = KernelVersion(6, 8)
 ARCHES = {
-    # arch: (kernel image, console, cross prefix on an x86_64 host, QEMU machine)
-    'x86_64': ('arch/x86/boot/bzImage', 'ttyS0', '', ['-machine', 'pc', '-cpu', 'max']),
-    'arm64': ('arch/arm64/boot/Image', 'ttyAMA0', 'aarch64-linux-gnu-',
-              ['-machine', 'virt,gic-version=3', '-cpu', 'cortex-a57']),
+    # arch: (kernel image, console, cross prefix on an x86_64 host)
+    'x86_64': ('arch/x86/boot/bzImage', 'ttyS0', ''),
+    'arm64': ('arch/arm64/boot/Image', 'ttyAMA0', 'aarch64-linux-gnu-'),
 }
 BEGIN, END = 'KLOC-RESULT-BEGIN', 'KLOC-RESULT-END'
 
@@ -176,12 +176,11 @@ def parse_console(console: str) -> tuple[dict[str, object] | None, str]:
     return record, ''
 
 
-def run(guest: Guest, initrd: Path, qemu_numa: list[str], cpus: int, timeout: int,
+def run(guest: Guest, initrd: Path, topo: Topology, timeout: int,
         console_log: Path) -> RunResult:
-    image, console, _, machine = ARCHES[guest.arch]
-    qemu = 'qemu-system-x86_64' if guest.arch == 'x86_64' else 'qemu-system-aarch64'
-    cmd = [qemu, *machine, '-accel', 'tcg,thread=multi', '-m', '1024', '-smp', str(cpus),
-           *qemu_numa, '-kernel', str(guest.image()), '-initrd', str(initrd), '-append',
+    console = ARCHES[guest.arch][1]
+    cmd = [f'qemu-system-{topo.qemu_arch}', *topo.machine_args(), '-accel', 'tcg,thread=multi',
+           '-m', '1024', '-kernel', str(guest.image()), '-initrd', str(initrd), '-append',
            f'console={console} panic=-1 quiet', '-nographic', '-nodefaults', '-serial',
            'stdio', '-no-reboot']
     start = time.monotonic()

@@ -50,6 +50,10 @@ class Job:
     def build_dir(self, arch: str) -> Path:
         return build_dir_for(self.tree, self.cache, arch)
 
+    def of_arch(self, arch: str) -> list[str]:
+        """This job's topologies for one architecture, in order."""
+        return [t for t in self.topologies if topology.get(t).arch == arch]
+
     def arches(self) -> list[str]:
         seen: list[str] = []
         for t in self.topologies:
@@ -107,7 +111,7 @@ def count_objects(build_dir: Path, since: float) -> str:
 
 
 def build(job: Job, arch: str) -> None:
-    first = next(t for t in job.topologies if topology.get(t).arch == arch)
+    first = job.of_arch(arch)[0]
     build_dir = job.build_dir(arch)
     cmd = [sys.executable, str(job.kunit_py), 'build', f'--build_dir={build_dir}',
            f'--arch={arch}', f'--qemu_config={qemu_config(first)}',
@@ -133,7 +137,7 @@ def probe_kvm(job: Job, arch: str) -> None:
     A /dev/kvm that lets a guest start but not boot is known to happen:
     only a kernel that reaches its reboot shows that KVM works.
     """
-    topo = topology.get(next(t for t in job.topologies if topology.get(t).arch == arch))
+    topo = topology.get(job.of_arch(arch)[0])
     if not topology.kvm_possible(topo.qemu_arch) or \
             topology.kvm_proven(topo.qemu_arch, job.cache) is not None:
         return
@@ -251,5 +255,5 @@ def run(job: Job) -> list[Run]:
     for arch in job.arches():
         build(job, arch)
         probe_kvm(job, arch)
-        runs += [run_topology(job, t) for t in job.topologies if topology.get(t).arch == arch]
+        runs += [run_topology(job, t) for t in job.of_arch(arch)]
     return runs
