@@ -19,6 +19,7 @@ DEPS=(
 	"perl perl"
 	"python3 /usr/bin/python3"
 	"gcc-aarch64-linux-gnu aarch64-linux-gnu-gcc"
+	"libc6-dev-arm64-cross /usr/aarch64-linux-gnu/lib/libc.a"
 	"qemu-system-arm qemu-system-aarch64"
 	"qemu-system-x86 qemu-system-x86_64"
 	"flex flex"
@@ -36,6 +37,7 @@ DEPS=(
 	"mypy /usr/bin/mypy"
 	"python3-ply /usr/lib/python3/dist-packages/ply"
 	"python3-git /usr/lib/python3/dist-packages/git"
+	"python3-scipy /usr/lib/python3/dist-packages/scipy"
 	"linux-source-6.12 /usr/src/linux-source-6.12.tar.xz"
 	"linux-source-6.1 /usr/src/linux-source-6.1.tar.xz"
 )
@@ -52,6 +54,23 @@ present() {
 	*) command -v "$1" >/dev/null 2>&1 ;;
 	esac
 }
+
+# arm64 guests take Debian's arm64 busybox-static (apt-get download), which
+# needs arm64 in dpkg's foreign architectures.
+foreign_arm64() {
+	[ "$(dpkg --print-architecture 2>/dev/null)" = arm64 ] ||
+		dpkg --print-foreign-architectures 2>/dev/null | grep -qx arm64
+}
+if command -v dpkg >/dev/null && ! foreign_arm64; then
+	if [ "${1:-}" != "--check-only" ] && [ "$(id -u)" -eq 0 ]; then
+		echo "kloc: adding arm64 to dpkg's architectures (for arm64 guests' busybox)" >&2
+		dpkg --add-architecture arm64
+		apt-get update -q >&2
+	else
+		echo "kloc: note: arm64 guests need, as root:" \
+			"dpkg --add-architecture arm64 && apt-get update" >&2
+	fi
+fi
 
 missing=()
 for entry in "${DEPS[@]}"; do

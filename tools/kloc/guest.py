@@ -20,16 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import progress
-from .topology import Topology
+from .topology import Topology, accel_args
 from .kunit_run import build_env
 from .paths import PACKAGE_ROOT, cache_dir
 from .ktree import Tree
-from .procs import run_logged, tail
+from .procs import disk_full_hint, run_logged, tail
 from .version import KernelVersion
 
 CONFIGS = PACKAGE_ROOT / 'configs'
 SELFTEST = PACKAGE_ROOT / 'selftests' / 'lo_counters' / 'lo_counters.c'
 BUSYBOX = Path('/bin/busybox')
+DEBIAN_ARCH = {'x86_64': 'amd64', 'arm64': 'arm64'}
 ALLOCATORS = ('slub', 'slab')
 SLAB_REMOVED = KernelVersion(6, 8)
 ARCHES = {
@@ -71,6 +72,19 @@ def check(guest: Guest) -> None:
                          'deprecated in 6.5 and removed in 6.8; use KERNEL=6.1 for SLAB')
 
 
+MIN_FREE_GIB = 4
+
+
+def check_space(where: Path) -> None:
+    """Refuse to start builds on a nearly full disk."""
+    where.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(where).free / 2 ** 30
+    if free < MIN_FREE_GIB:
+        raise GuestError(f'{where} has {free:.1f} GiB free; kernel builds need at least '
+                         f'{MIN_FREE_GIB} GiB: free some space, or point KLOC_CACHE at a '
+                         'bigger disk')
+
+
 def _make(guest: Guest, *targets: str, log: Path) -> None:
     cross = ARCHES[guest.arch][2] if os.uname().machine == 'x86_64' else ''
     cmd = ['make', '-C', str(guest.tree.path), f'O={guest.build_dir()}', f'ARCH={guest.arch}',
@@ -81,7 +95,7 @@ def _make(guest: Guest, *targets: str, log: Path) -> None:
                     env=build_env(cache_dir()))
     if rc:
         raise GuestError(f'{guest.name}: make {" ".join(targets)} failed; '
-                         f'last lines of {log}:\n{tail(log)}')
+                         f'{disk_full_hint(log)}last lines of {log}:\n{tail(log)}')
 
 
 def build(guest: Guest, logs: Path) -> Path:
@@ -119,15 +133,46 @@ def static_selftest(arch: str, ksft_dir: Path, out: Path) -> Path:
     return binary
 
 
-def initramfs(binary: Path, args: list[str], out: Path) -> Path:
+def _host_arch() -> str:
+    m = os.uname().machine
+    return 'arm64' if m == 'aarch64' else m
+
+
+def busybox(arch: str) -> Path:
+    """Debian's static busybox for arch: the host's own, or the foreign .deb unpacked."""
+    if arch == _host_arch():
+        if not BUSYBOX.exists():
+            raise GuestError(f'{BUSYBOX} is missing: apt-get install busybox-static '
+                             '(make deps)')
+        return BUSYBOX
+    dest = cache_dir() / 'busybox' / arch / 'busybox'
+    if dest.exists():
+        return dest
+    pkg = f'busybox-static:{DEBIAN_ARCH[arch]}'
+    with tempfile.TemporaryDirectory(prefix='kloc-busybox-') as tmp:
+        r = subprocess.run(['apt-get', 'download', pkg], cwd=tmp, capture_output=True,
+                           text=True)
+        debs = list(Path(tmp).glob('busybox-static_*.deb'))
+        if r.returncode or not debs:
+            raise GuestError(f'cannot download {pkg}: {r.stderr.strip()}\n'
+                             f'{arch} guests need it; as root run: dpkg --add-architecture '
+                             f'{DEBIAN_ARCH[arch]} && apt-get update (make deps does this)')
+        subprocess.run(['dpkg-deb', '-x', str(debs[0]), f'{tmp}/x'], check=True)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f'{tmp}/x/bin/busybox', dest.with_suffix('.tmp'))
+        dest.with_suffix('.tmp').replace(dest)
+    progress.say(f'unpacked {pkg} into {dest}')
+    return dest
+
+
+def initramfs(binary: Path, args: list[str], out: Path, arch: str) -> Path:
     """busybox, the selftest, and an /init that runs it once and reboots."""
-    if not BUSYBOX.exists():
-        raise GuestError(f'{BUSYBOX} is missing: apt-get install busybox-static')
+    box = busybox(arch)
     with tempfile.TemporaryDirectory(prefix='kloc-initramfs-') as tmp:
         root = Path(tmp)
         for d in ('bin', 'proc', 'sys', 'dev'):
             (root / d).mkdir()
-        shutil.copy2(BUSYBOX, root / 'bin' / 'busybox')
+        shutil.copy2(box, root / 'bin' / 'busybox')
         shutil.copy2(binary, root / 'lo_counters')
         init = root / 'init'
         init.write_text('#!/bin/busybox sh\n'
@@ -176,13 +221,17 @@ def parse_console(console: str) -> tuple[dict[str, object] | None, str]:
     return record, ''
 
 
+def qemu_command(guest: Guest, initrd: Path, topo: Topology) -> list[str]:
+    console = ARCHES[guest.arch][1]
+    return [f'qemu-system-{topo.qemu_arch}', *topo.machine_args(),
+            *accel_args(topo.qemu_arch), '-m', '1024', '-kernel', str(guest.image()),
+            '-initrd', str(initrd), '-append', f'console={console} panic=-1 quiet',
+            '-nographic', '-nodefaults', '-serial', 'stdio', '-no-reboot']
+
+
 def run(guest: Guest, initrd: Path, topo: Topology, timeout: int,
         console_log: Path) -> RunResult:
-    console = ARCHES[guest.arch][1]
-    cmd = [f'qemu-system-{topo.qemu_arch}', *topo.machine_args(), '-accel', 'tcg,thread=multi',
-           '-m', '1024', '-kernel', str(guest.image()), '-initrd', str(initrd), '-append',
-           f'console={console} panic=-1 quiet', '-nographic', '-nodefaults', '-serial',
-           'stdio', '-no-reboot']
+    cmd = qemu_command(guest, initrd, topo)
     start = time.monotonic()
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, errors='replace',

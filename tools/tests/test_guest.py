@@ -65,7 +65,7 @@ class Initramfs(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             binary = Path(d) / 'lo_counters'
             binary.write_bytes(b'\x7fELF')
-            img = guest.initramfs(binary, ['-d', '1'], Path(d) / 'initrd.gz')
+            img = guest.initramfs(binary, ['-d', '1'], Path(d) / 'initrd.gz', 'x86_64')
             listing = subprocess.run(f'zcat {img} | cpio -t --quiet', shell=True,
                                      capture_output=True, text=True, check=True).stdout
             names = set(listing.split())
