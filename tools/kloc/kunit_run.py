@@ -19,7 +19,7 @@ from . import ktap, progress, topology
 from .junit import Run
 from .ktree import Tree
 from .paths import PACKAGE_ROOT, QEMU_CONFIGS
-from .procs import run_logged, tail
+from .procs import disk_full_hint, run_logged, tail
 
 # The suites each architecture's kernel carries.
 KUNITCONFIGS = {
@@ -127,7 +127,7 @@ def build(job: Job, arch: str) -> None:
                     env=build_env(job.cache), status=lambda: count_objects(build_dir, since))
     if rc != 0:
         raise KunitError(f'{job.tree.label}: the kernel did not build (kunit.py exited {rc}); '
-                         f'last lines of {log}:\n{tail(log)}')
+                         f'{disk_full_hint(log)}last lines of {log}:\n{tail(log)}')
     progress.say(f'{job.tree.label}: {arch} kernel built in {time.monotonic() - start:.0f} s')
 
 

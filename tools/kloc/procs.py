@@ -56,3 +56,12 @@ def run_logged(cmd: list[str], log: Path, what: str, cwd: Path | None = None,
                 proc.terminate()
                 proc.wait()
                 raise
+
+
+def disk_full_hint(log: Path) -> str:
+    """A plain explanation when a build failed because the disk filled."""
+    if 'No space left on device' not in tail(log, 200):
+        return ''
+    return (f'the disk filled during the build (No space left on device, see {log}); free '
+            'some space (df -h) or point KLOC_CACHE at a bigger disk, then run the same '
+            'command again: finished results are kept; ')
