@@ -8,13 +8,19 @@ OUT        ?= out
 TOPOLOGIES ?=
 JOBS       ?= $(shell nproc)
 TIMEOUT    ?= 300
+RUNS       ?= 10
+ALPHA      ?= 0.05
+SECONDS    ?= 2
 PYTHON     ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 export KLOC_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kloc
 
 KLOC  = PYTHONPATH=$(CURDIR)/tools $(PYTHON) -m kloc
 TREE  = --kernel $(KERNEL) $(if $(KDIR),--kdir $(KDIR))
+# make compare needs SLAB, so it defaults to 6.1 unless KERNEL is given.
+COMPARE_TREE = --kernel $(if $(filter file,$(origin KERNEL)),6.1,$(KERNEL)) \
+	$(if $(KDIR),--kdir $(KDIR))
 
-.PHONY: help deps tree install uninstall patches kunit kselftest guest mutants report run test \
+.PHONY: help deps tree install uninstall patches kunit kselftest guest compare review bench-aa mutants report run test \
 	check-tools lint clean
 
 help:
@@ -31,6 +37,9 @@ help:
 	@echo '  make kunit       KUnit on every topology: KTAP, JSON, $$(OUT)/kunit/junit.xml'
 	@echo '  make kselftest   build the kselftests standalone and in-tree; run them on this kernel'
 	@echo '  make guest       build a minimal guest (ARCH=, ALLOC=slub|slab) and run the kselftest once'
+	@echo '  make compare     SLUB vs SLAB guests (6.1), interleaved: table, JSON, SVG plot'
+	@echo '  make review      PATCH=file: base vs patched kernel, KUnit + loopback A/B; report'
+	@echo '  make bench-aa    20 short A/A reviews: how often a null difference is called'
 	@echo '  make mutants     apply each mutant to a copy of the tree; each must be caught'
 	@echo '  make report      merge $$(OUT)/kunit into junit.xml and print the summary'
 	@echo '  make check-tools unit tests of tools/'
@@ -39,6 +48,8 @@ help:
 	@echo
 	@echo 'Variables: KERNEL=$(KERNEL) KDIR=$(KDIR) OUT=$(OUT) TOPOLOGIES=$(TOPOLOGIES)'
 	@echo '           JOBS=$(JOBS) TIMEOUT=$(TIMEOUT) KLOC_CACHE=$(KLOC_CACHE)'
+	@echo '           ARCH= ALLOC= TOPOLOGY= (guest, compare) RUNS=$(RUNS) ALPHA=$(ALPHA)'
+	@echo '           SECONDS=$(SECONDS) (compare, review) PATCH= (review)'
 
 deps:
 	@tools/deps.sh
@@ -62,6 +73,23 @@ kunit: deps
 guest: deps
 	@$(KLOC) guest $(TREE) --arch $(or $(ARCH),x86_64) --alloc $(or $(ALLOC),slub) \
 		--topology $(or $(TOPOLOGY),x86_64_2n) --out $(OUT)
+
+compare: deps
+	@$(KLOC) compare $(COMPARE_TREE) --arch $(or $(ARCH),x86_64) \
+		$(if $(TOPOLOGY),--topology $(TOPOLOGY)) --runs $(RUNS) --alpha $(ALPHA) \
+		--seconds $(SECONDS) --out $(OUT)
+
+review: deps
+	@$(KLOC) review $(TREE) $(if $(PATCH),--patch $(PATCH)) $(if $(AA),--aa) \
+		$(if $(TOPOLOGIES),--topologies $(TOPOLOGIES)) \
+		$(if $(TOPOLOGY),--bench-topology $(TOPOLOGY)) --runs $(RUNS) \
+		--seconds $(SECONDS) --alpha $(ALPHA) --jobs $(JOBS) --out $(OUT)
+
+# A benchmark, not a test: the share of A/A reviews that call a difference.
+bench-aa: deps
+	@OUT=$(OUT) PYTHON=$(PYTHON) KERNEL=$(KERNEL) REPEATS=$(or $(REPEATS),20) \
+		RUNS=$(or $(AA_RUNS),6) SECONDS=$(or $(AA_SECONDS),1) ALPHA=$(ALPHA) \
+		tools/bench-aa.sh
 
 kselftest: deps
 	@OUT=$(OUT) PYTHON=$(PYTHON) KERNEL=$(KERNEL) tools/kselftest-host.sh

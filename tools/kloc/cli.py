@@ -6,19 +6,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
-from . import guest, install, junit, kunit_run, mailpatch, mutants, progress, series, summary, topology
+from . import ab, compare, guest, patchfile, review, reviewreport, svgplot, install, junit, kunit_run, mailpatch, mutants, progress, series, summary, topology
 from .apply import HunkError
 from .ktree import Tree, TreeError, resolve
 from .paths import cache_dir
 from .series import SeriesError
+from .results import ResultsError
+from .stats import StatsError
 from .version import VersionError
 
 ERRORS = (TreeError, install.InstallError, SeriesError, HunkError, VersionError,
-          kunit_run.KunitError, topology.TopologyError, mutants.MutantError, guest.GuestError)
+          kunit_run.KunitError, topology.TopologyError, mutants.MutantError, guest.GuestError,
+          ab.AbError, ResultsError, StatsError, patchfile.PatchError,
+          review.ReviewError)
 
 
 def _tree(args: argparse.Namespace) -> Tree:
@@ -114,9 +119,11 @@ def cmd_mutants(args: argparse.Namespace) -> int:
     (out / 'summary.txt').write_text(text)
     print(text, end='')
     good = mutants.ok(outcomes)
-    caught = sum(o.verdict == 'caught' for o in outcomes[1:])
-    print(f'{"PASS" if good else "FAIL"}: {caught} of {len(outcomes) - 1} mutants caught, '
-          f'pristine tree {outcomes[0].verdict}; logs in {out}')
+    caught = sum(o.verdict == 'caught' for o in outcomes if not o.pristine)
+    tried = sum(not o.pristine for o in outcomes)
+    pristine = ', '.join(f'{o.name} {o.verdict}' for o in outcomes if o.pristine)
+    print(f'{"PASS" if good else "FAIL"}: {caught} of {tried} mutants caught; '
+          f'{pristine}; logs in {out}')
     return 0 if good else 1
 
 
@@ -134,7 +141,7 @@ def cmd_guest(args: argparse.Namespace) -> int:
     guest.build(g, out)
     binary = guest.static_selftest(args.arch, tree.path / 'tools/testing/selftests', out)
     initrd = guest.initramfs(binary, ['-d', str(args.seconds), '-w', '0.5'],
-                             out / 'initramfs.gz')
+                             out / 'initramfs.gz', args.arch)
     progress.say(f'{g.name}: booting on {topo.name} ({topo.about})')
     r = guest.run(g, initrd, topo, args.timeout, out / 'console.log')
     if not r.ok:
@@ -144,8 +151,60 @@ def cmd_guest(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    if not 0 < args.alpha < 0.5:
+        raise StatsError(f'--alpha {args.alpha}: pick a level between 0 and 0.5, e.g. 0.05')
+    if args.runs < 2:
+        raise StatsError(f'--runs {args.runs}: a comparison needs at least 2 runs a side '
+                         '(10 or more to be worth reading)')
+    tree = _tree(args)
+    out = Path(args.out).resolve() / 'compare' / f'{tree.label}-{args.arch}-{args.a}-{args.b}'
+    opts = compare.Options(args.arch, args.topology or compare.default_topology(args.arch),
+                           args.a, args.b, args.runs, args.seconds, args.alpha, args.timeout,
+                           out)
+    print(compare.run(tree, opts), end='')
+    print(f'Files: {out}/compare.txt, compare.json, compare.svg; runs in {out}/runs.jsonl')
+    return 0
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    if args.aa == bool(args.patch):
+        raise review.ReviewError('give PATCH=file.patch (or a series .mbox), or AA=1 for the '
+                                 'base kernel against itself')
+    if not 0 < args.alpha < 0.5:
+        raise StatsError(f'ALPHA={args.alpha}: pick a level between 0 and 0.5, e.g. 0.05')
+    patch = patchfile.load(Path(args.patch)) if args.patch else None
+    tree = _tree(args)
+    names = tuple(t for t in args.topologies.split(',') if t) if args.topologies \
+        else tuple(topology.TOPOLOGIES)
+    for n in names + (args.bench_topology,):
+        topology.get(n)
+    if args.runs < 2:
+        raise review.ReviewError(f'RUNS={args.runs}: a comparison needs at least 2 runs a side')
+    name = f'aa-{args.tag}' if args.aa else \
+        f'{Path(args.patch).stem[:40]}-{patch.sha256[:8] if patch else ""}'
+    out = Path(args.out).resolve() / 'review' / name
+    opts = review.Options(names, args.bench_topology, args.runs, args.seconds, args.alpha,
+                          args.timeout, args.jobs, out, kunit=not args.no_kunit, aa=args.aa)
+    guest.check_space(cache_dir())
+    outcome = review.run(tree, patch, opts, cache_dir())
+    text = reviewreport.render(outcome, opts)
+    (out / 'report.txt').write_text(text)
+    (out / 'review.json').write_text(json.dumps(reviewreport.to_json(outcome, opts),
+                                                indent=1) + '\n')
+    (out / 'review.svg').write_text(svgplot.render(
+        outcome.diffs, 'base', 'patched', f'review: {text.splitlines()[2][7:60]}'))
+    print(text, end='')
+    print(f'\nFiles: {out}/report.txt, review.json, review.svg; runs in {out}/runs.jsonl')
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     return report(Path(args.out))
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,17 +255,50 @@ def main(argv: list[str] | None = None) -> int:
     sp.add_argument('--timeout', type=int, default=180)
     sp.add_argument('--out', default='out')
     sp.set_defaults(fn=cmd_guest)
+    sp = sub.add_parser('compare', help='SLUB against SLAB guests, interleaved')
+    tree_opts(sp)
+    sp.add_argument('--arch', default='x86_64', choices=sorted(guest.ARCHES))
+    sp.add_argument('--topology', default='', help='default: the arch\'s 2-node topology')
+    sp.add_argument('--a', default='slub', choices=guest.ALLOCATORS)
+    sp.add_argument('--b', default='slab', choices=guest.ALLOCATORS)
+    sp.add_argument('--runs', type=int, default=10, help='good runs per side')
+    sp.add_argument('--seconds', type=float, default=2.0, help='measuring time per phase')
+    sp.add_argument('--alpha', type=float, default=0.05)
+    sp.add_argument('--timeout', type=int, default=180)
+    sp.add_argument('--out', default='out')
+    sp.set_defaults(fn=cmd_compare, kernel=os.environ.get('KERNEL', '6.1'))
+    sp = sub.add_parser('review', help='a patched kernel against its base')
+    tree_opts(sp)
+    sp.add_argument('--patch', default='', help='a -p1 diff, git format-patch mail or mbox')
+    sp.add_argument('--aa', action='store_true', help='the base against itself (A/A)')
+    sp.add_argument('--tag', default='0', help='names an A/A review\'s output dir')
+    sp.add_argument('--topologies', default='',
+                    help='KUnit topologies; default: all of ' + ','.join(topology.TOPOLOGIES))
+    sp.add_argument('--bench-topology', default='x86_64_2n')
+    sp.add_argument('--no-kunit', action='store_true', help='the loopback A/B only')
+    sp.add_argument('--runs', type=int, default=10, help='good runs per side')
+    sp.add_argument('--seconds', type=float, default=2.0)
+    sp.add_argument('--alpha', type=float, default=0.05)
+    sp.add_argument('--jobs', type=int, default=os.cpu_count() or 1)
+    sp.add_argument('--timeout', type=int, default=300)
+    sp.add_argument('--out', default='out')
+    sp.set_defaults(fn=cmd_review)
     sp = sub.add_parser('report')
     sp.add_argument('--out', default='out')
     sp.set_defaults(fn=cmd_report)
 
     args = p.parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupted)
     try:
         rc: int = args.fn(args)
         return rc
     except ERRORS as e:
         print(f'kloc {args.command}: error: {e}', file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f'kloc {args.command}: interrupted; finished results are kept (compare and '
+              'review resume from their runs.jsonl when run again)', file=sys.stderr)
+        return 130
     except subprocess.CalledProcessError as e:
         print(f'kloc {args.command}: error: {" ".join(map(str, e.cmd))} exited '
               f'{e.returncode}', file=sys.stderr)

@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: GPL-2.0
-"""Mutants: small breakages of the installed driver that the suites must catch.
+"""Mutants: small breakages of the installed kernel that the tests must catch.
 
-Each kunit/<suite>/mutants/<X.Y>/<name>.patch applies to a tree of version
-X.Y (and later, until the next X.Y) that carries the package. The tree is
-never touched: a hard-linked copy beside it takes each mutant in turn, and
-builds in its own build dir, laid out like the tree's so that ccache
-shares objects between them.
+Each kunit/<suite>/mutants/<X.Y>/<name>.patch (caught by KUnit on an arm64
+kernel) and selftests/<test>/mutants/<X.Y>/<name>.patch (caught by the
+kselftest in an x86_64 guest) applies to a tree of version X.Y, and later
+ones until the next X.Y, that carries the package. The tree is never
+touched: a hard-linked copy beside it takes each mutant in turn, and
+builds in its own build dirs, laid out like the tree's so that ccache
+shares objects between them. Each kind first runs on the unmutated copy,
+which must pass.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import install, ktap, progress, series
+from . import guest, install, ktap, progress, series, topology
 from .apply import Contents, apply_patch, touched_files
 from .kunit_run import Job, KunitError, build, run_topology
 from .ktree import Tree
@@ -25,6 +28,8 @@ from .paths import PACKAGE_ROOT
 from .version import KernelVersion, VersionError
 
 TOPOLOGY = 'arm64_2n_its1'  # the ITS away from the boot CPU's node
+GUEST_TOPOLOGY = 'x86_64_2n'
+KINDS = {'kunit': 'kunit/*/mutants', 'guest': 'selftests/*/mutants'}
 
 
 class MutantError(Exception):
@@ -36,35 +41,40 @@ class Mutant:
     name: str
     about: str
     patch: Path
+    kind: str = 'kunit'     # or 'guest'
 
 
 @dataclass
 class Outcome:
     name: str
     about: str
-    verdict: str                # caught, missed, hung, pristine-fails, ...
+    verdict: str                # caught, missed, hung, passes, pristine-fails, ...
     failed_cases: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    pristine: bool = False
 
 
 def load(version: KernelVersion, root: Path = PACKAGE_ROOT) -> list[Mutant]:
-    """The mutants written for the newest X.Y not above version."""
-    found: dict[KernelVersion, Path] = {}
-    for d in root.glob('kunit/*/mutants/*'):
-        try:
-            v = KernelVersion.parse(d.name)
-        except VersionError:
-            continue  # not a version directory
-        if v <= version:
-            found.setdefault(v, d)
-    if not found:
-        raise MutantError(f'no mutants for Linux {version}')
-    best = max(found)
+    """Each suite's mutants written for the newest X.Y not above version."""
     out = []
-    for p in sorted(root.glob(f'kunit/*/mutants/{best.series}/*.patch')):
-        first = p.read_text().splitlines()[0]
-        about = first.removeprefix('Mutant:').strip()
-        out.append(Mutant(p.stem, about, p))
+    for kind, pattern in KINDS.items():
+        for suite in sorted({d.parent for d in root.glob(f'{pattern}/*')}):
+            found: dict[KernelVersion, Path] = {}
+            for d in suite.iterdir():
+                try:
+                    v = KernelVersion.parse(d.name)
+                except VersionError:
+                    continue  # not a version directory
+                if v <= version:
+                    found[v] = d
+            if not found:
+                continue
+            for p in sorted(found[max(found)].glob('*.patch')):
+                first = p.read_text().splitlines()[0]
+                about = first.removeprefix('Mutant:').strip()
+                out.append(Mutant(p.stem, about, p, kind))
+    if not out:
+        raise MutantError(f'no mutants for Linux {version}')
     return out
 
 
@@ -101,29 +111,26 @@ def _failed_cases(doc: ktap.Document) -> list[str]:
             if leaf.status in (ktap.Status.FAIL, ktap.Status.CRASHED)]
 
 
-def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[Outcome]:
-    # The mutants are written against the current series: install it.
-    install.install(tree.path, tree.version, series.load_series())
-    mutants = load(tree.version)
-    scratch = scratch_copy(tree, cache)
-    job = Job(scratch, out, (TOPOLOGY,), jobs, timeout, cache)
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    outcomes: list[Outcome] = []
+class _Runner:
+    """Builds and runs the scratch copy, as it stands, for one kind of mutant."""
 
-    def attempt(name: str, about: str, contents: Contents) -> Outcome:
-        _write(scratch.path, contents)
+    def __init__(self, scratch: Tree, cache: Path, out: Path, jobs: int,
+                 timeout: int) -> None:
+        self.scratch, self.out, self.timeout = scratch, out, timeout
+        self.job = Job(scratch, out, (TOPOLOGY,), jobs, timeout, cache)
+        self.initrd: Path | None = None
+
+    def kunit(self, name: str, about: str) -> Outcome:
         start = time.monotonic()
         try:
-            build(job, 'arm64')
+            build(self.job, 'arm64')
         except KunitError as e:  # a mutant that does not build is not a test result
             return Outcome(name, about, 'does-not-build', [str(e).splitlines()[0]])
-        result = run_topology(job, TOPOLOGY)
+        result = run_topology(self.job, TOPOLOGY)
         for suffix in ('console', 'ktap', 'json', 'log', 'meta.json'):
-            src = out / f'{TOPOLOGY}.{suffix}'
+            src = self.out / f'{TOPOLOGY}.{suffix}'
             if src.exists():
-                src.rename(out / f'{name}.{suffix}')
+                src.rename(self.out / f'{name}.{suffix}')
         doc = result.doc
         secs = time.monotonic() - start
         if not doc.found:
@@ -131,22 +138,68 @@ def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[Out
         failed = _failed_cases(doc)
         return Outcome(name, about, 'caught' if failed else 'missed', failed, secs)
 
+    def guest(self, name: str, about: str) -> Outcome:
+        """The loopback kselftest in an x86_64 SLUB guest; its counter check must fail."""
+        start = time.monotonic()
+        g = guest.Guest(self.scratch, 'x86_64', 'slub')
+        try:
+            guest.build(g, self.out)
+        except guest.GuestError as e:
+            return Outcome(name, about, 'does-not-build', [str(e).splitlines()[0]])
+        if self.initrd is None:
+            binary = guest.static_selftest('x86_64', self.scratch.path /
+                                           'tools/testing/selftests', self.out)
+            self.initrd = guest.initramfs(binary, ['-d', '0.5', '-w', '0.2'],
+                                          self.out / 'initramfs.gz', 'x86_64')
+        r = guest.run(g, self.initrd, topology.get(GUEST_TOPOLOGY), self.timeout,
+                      self.out / f'{name}.console')
+        secs = time.monotonic() - start
+        if r.ok:
+            return Outcome(name, about, 'missed', [], secs)
+        rec = r.record or {}
+        sent, tx, rx = rec.get('sent'), rec.get('lo_tx'), rec.get('lo_rx')
+        if sent is None:
+            return Outcome(name, about, 'hung', [r.why], secs)
+        if tx != sent or rx != sent:
+            return Outcome(name, about, 'caught',
+                           [f'lo_counters: lo counted tx {tx} rx {rx} of {sent} sent'], secs)
+        return Outcome(name, about, 'failed-otherwise', [r.why], secs)
+
+
+def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[Outcome]:
+    # The mutants are written against the current series: install it.
+    install.install(tree.path, tree.version, series.load_series())
+    mutants = load(tree.version)
+    scratch = scratch_copy(tree, cache)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    runner = _Runner(scratch, cache, out, jobs, timeout)
+    outcomes: list[Outcome] = []
+
     originals: Contents = {}
     for m in mutants:
         for rel in touched_files(m.patch.read_text()):
             originals[rel] = (tree.path / rel).read_bytes()
     try:
-        base = attempt('pristine', 'the installed tree, unmutated', dict(originals))
-        base.verdict = 'passes' if base.verdict == 'missed' else 'pristine-fails'
-        outcomes.append(base)
-        progress.say(f'pristine: {base.verdict}')
-        for m in mutants:
-            state: Contents = dict(originals)
-            state.update(apply_patch(m.patch, state, m.name))
-            o = attempt(m.name, m.about, state)
-            outcomes.append(o)
-            progress.say(f'mutant {m.name}: {o.verdict}'
-                         + (f' by {", ".join(o.failed_cases[:3])}' if o.failed_cases else ''))
+        for kind in dict.fromkeys(m.kind for m in mutants):
+            attempt = runner.kunit if kind == 'kunit' else runner.guest
+            _write(scratch.path, originals)
+            name = 'pristine' if kind == 'kunit' else f'pristine-{kind}'
+            base = attempt(name, f'the installed tree, unmutated ({kind})')
+            base.verdict = 'passes' if base.verdict == 'missed' else 'pristine-fails'
+            base.pristine = True
+            outcomes.append(base)
+            progress.say(f'{name}: {base.verdict}')
+            for m in (m for m in mutants if m.kind == kind):
+                state: Contents = dict(originals)
+                state.update(apply_patch(m.patch, state, m.name))
+                _write(scratch.path, state)
+                o = attempt(m.name, m.about)
+                outcomes.append(o)
+                progress.say(f'mutant {m.name}: {o.verdict}'
+                             + (f' by {", ".join(o.failed_cases[:3])}' if o.failed_cases
+                                else ''))
     finally:
         _write(scratch.path, originals)
     (out / 'results.json').write_text(json.dumps(
@@ -165,5 +218,5 @@ def render(outcomes: list[Outcome]) -> str:
 
 
 def ok(outcomes: list[Outcome]) -> bool:
-    return bool(outcomes) and outcomes[0].verdict == 'passes' and all(
-        o.verdict == 'caught' for o in outcomes[1:])
+    return bool(outcomes) and all(
+        o.verdict == ('passes' if o.pristine else 'caught') for o in outcomes)

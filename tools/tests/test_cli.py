@@ -55,6 +55,25 @@ class CliErrors(unittest.TestCase):
             r = kloc('kunit', '--kdir', d, '--topologies', 'bogus')
             self.assertEqual(r.returncode, 2)
 
+    def test_compare_slab_on_a_kernel_without_it(self) -> None:
+        if not Path('/usr/src/linux-source-6.12.tar.xz').exists():
+            self.skipTest('linux-source-6.12 is not installed (make deps)')
+        with tempfile.TemporaryDirectory() as d:
+            r = kloc('compare', '--kernel', '6.12', '--out', d)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn('SLAB is not available on Linux 6.12', r.stderr)
+            self.assertIn('removed in 6.8; use KERNEL=6.1', r.stderr)
+            self.assertEqual(os.listdir(d), [])
+
+    def test_compare_bad_numbers(self) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            r = kloc('compare', '--kdir', d, '--alpha', '0.7')
+            self.assertEqual(r.returncode, 2)
+            self.assertIn('pick a level between 0 and 0.5', r.stderr)
+            r = kloc('compare', '--kdir', d, '--runs', '1')
+            self.assertEqual(r.returncode, 2)
+            self.assertIn('needs at least 2 runs a side', r.stderr)
+
     def test_report_with_nothing_run_fails(self) -> None:
         with tempfile.TemporaryDirectory() as d:
             r = kloc('report', '--out', d)

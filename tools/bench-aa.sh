@@ -1,0 +1,37 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# make bench-aa: REPEATS short A/A reviews (the base kernel against
+# itself, loopback only) and the share of them that called a significant
+# difference. With sound statistics that share stays near or under ALPHA.
+# Each review keeps its runs, so an interrupted benchmark resumes.
+
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-/usr/bin/python3}
+OUT=${OUT:-out}
+REPEATS=${REPEATS:-20}
+RUNS=${RUNS:-6}
+SECONDS_=${SECONDS:-1}
+ALPHA=${ALPHA:-0.05}
+KERNEL=${KERNEL:-6.12}
+
+kloc() { PYTHONPATH="$PWD/tools" "$PYTHON" -m kloc "$@"; }
+
+called=0
+for i in $(seq 1 "$REPEATS"); do
+	echo "=== A/A review $i of $REPEATS ($RUNS runs a side, ${SECONDS_} s) ===" >&2
+	kloc review --kernel "$KERNEL" ${KDIR:+--kdir "$KDIR"} --aa --tag "$i" --no-kunit \
+		--runs "$RUNS" --seconds "$SECONDS_" --alpha "$ALPHA" --out "$OUT/bench-aa" \
+		>/dev/null
+	verdict=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["verdict"])' \
+		"$OUT/bench-aa/review/aa-$i/review.json")
+	case "$verdict" in
+	no\ significant*) ;;
+	*) called=$((called + 1)) ;;
+	esac
+	echo "A/A $i: $verdict" >&2
+done
+echo "bench-aa: $called of $REPEATS A/A reviews called a significant difference" \
+	"(alpha $ALPHA, Holm over the figures); expected at most $ALPHA x $REPEATS"

@@ -1,0 +1,115 @@
+# SPDX-License-Identifier: GPL-2.0
+"""make compare: SLUB against SLAB guests, interleaved, with statistics.
+
+Builds the two guests of one tree (6.1 by default: SLAB is gone from 6.8),
+one initramfs for both, runs them A B A B ... into a resumable results
+file, and writes the table (compare.txt), compare.json and compare.svg.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import ab, abreport, figures, guest, install, progress, series, svgplot, topology
+from .ktree import Tree
+from .results import Run
+
+
+@dataclass(frozen=True)
+class Options:
+    arch: str
+    topology: str
+    a: str                 # allocator of side A
+    b: str
+    runs: int
+    seconds: float
+    alpha: float
+    timeout: int
+    out: Path
+
+
+def default_topology(arch: str) -> str:
+    return 'x86_64_2n' if arch == 'x86_64' else 'arm64_2n_its1'
+
+
+def _sha(*texts: str) -> str:
+    return hashlib.sha256('\0'.join(texts).encode()).hexdigest()[:16]
+
+
+def qemu_version(topo: topology.Topology) -> str:
+    r = subprocess.run([f'qemu-system-{topo.qemu_arch}', '--version'], capture_output=True,
+                       text=True)
+    return r.stdout.splitlines()[0] if r.stdout else 'unknown'
+
+
+def selftest_args(seconds: float) -> list[str]:
+    return ['-d', f'{seconds:g}', '-w', '0.5']
+
+
+def fragments(g: guest.Guest) -> list[Path]:
+    return [guest.CONFIGS / 'guest-base.config', guest.CONFIGS / 'numa.config',
+            guest.CONFIGS / f'{g.allocator}.config']
+
+
+def prepare(tree: Tree, opts: Options) -> ab.Plan:
+    topo = topology.get(opts.topology)
+    if topo.arch != opts.arch:
+        raise topology.TopologyError(f'topology {topo.name} is {topo.arch}; pick an '
+                                     f'{opts.arch} one with TOPOLOGY=')
+    ga, gb = guest.Guest(tree, opts.arch, opts.a), guest.Guest(tree, opts.arch, opts.b)
+    guest.check(ga)   # before any build: e.g. SLAB on 6.8+
+    guest.check(gb)
+    install.install(tree.path, tree.version, series.load_series())
+    logs = opts.out / 'logs'
+    logs.mkdir(parents=True, exist_ok=True)
+    for g in (ga, gb):
+        guest.build(g, logs)
+    binary = guest.static_selftest(opts.arch, tree.path / 'tools/testing/selftests', opts.out)
+    args = selftest_args(opts.seconds)
+    initrd = guest.initramfs(binary, args, opts.out / 'initramfs.gz', opts.arch)
+    key = {'tree': f'{tree.label} {tree.version}', 'arch': opts.arch, 'topology': topo.name,
+           'a': opts.a, 'b': opts.b, 'selftest_args': ' '.join(args),
+           'selftest': _sha(guest.SELFTEST.read_text()),
+           'config_a': _sha(*(p.read_text() for p in fragments(ga))),
+           'config_b': _sha(*(p.read_text() for p in fragments(gb))),
+           'qemu': qemu_version(topo)}
+    return ab.Plan(ab.Side(opts.a, ga, initrd), ab.Side(opts.b, gb, initrd), topo, opts.runs,
+                   opts.timeout, opts.out, key)
+
+
+def records(runs: list[Run]) -> list[dict[str, object]]:
+    return [r.record for r in runs if r.record is not None]
+
+
+def run(tree: Tree, opts: Options) -> str:
+    """Run (or resume) the comparison; write its files; return the table."""
+    plan = prepare(tree, opts)
+    progress.say(f'{opts.runs} runs a side, {opts.a} and {opts.b} interleaved, on '
+                 f'{plan.topology.name} ({plan.topology.about})')
+    store = ab.run(plan)
+    ra = records(store.ok_runs('a'))[:opts.runs]
+    rb = records(store.ok_runs('b'))[:opts.runs]
+    diffs = figures.compare(ra, rb, opts.alpha)
+    qemu = guest.qemu_command(plan.a.guest, plan.a.initrd, plan.topology)
+    head = [f'SLUB/SLAB comparison: Linux {tree.version} ({tree.label}), {opts.arch}',
+            f'{opts.a} (A) vs {opts.b} (B), {opts.runs} runs a side, interleaved;',
+            f'failed runs: {len(store.failed_runs("a"))} {opts.a}, '
+            f'{len(store.failed_runs("b"))} {opts.b} (not counted)',
+            f'topology {plan.topology.name}: {plan.topology.about}',
+            f'selftest: lo_counters {" ".join(selftest_args(opts.seconds))}', '']
+    text = '\n'.join(head) + '\n' + abreport.render(diffs, opts.a, opts.b, opts.alpha)
+    (opts.out / 'compare.txt').write_text(text)
+    doc = {'key': plan.key, 'runs_per_side': opts.runs, 'alpha': opts.alpha,
+           'failed_runs': {opts.a: len(store.failed_runs('a')),
+                           opts.b: len(store.failed_runs('b'))},
+           'qemu_command': qemu, 'results_file': str(store.path),
+           'figures': abreport.to_json(diffs, opts.a, opts.b, opts.alpha)}
+    (opts.out / 'compare.json').write_text(json.dumps(doc, indent=1) + '\n')
+    (opts.out / 'compare.svg').write_text(svgplot.render(
+        diffs, opts.a, opts.b, f'{opts.a} vs {opts.b}, Linux {tree.version} {opts.arch}, '
+        f'{plan.topology.name}, {opts.runs} runs a side'))
+    return text

@@ -1,0 +1,205 @@
+# SPDX-License-Identifier: GPL-2.0
+"""make review: a patched kernel against its base, for a reply on the list.
+
+The base is the tree (KERNEL= or KDIR=) with this package installed. The
+patch is applied in memory first, so one that does not apply fails before
+any build, naming the hunk. The patched tree is a hard-linked copy in
+KLOC_CACHE/review/<key>/, key = hash of the tree, the package series and
+the patch; its build dirs sit beside it, so a second review of the same
+pair rebuilds nothing (a changed config fragment rebuilds in place).
+
+Then: KUnit, every suite on every topology, on both kernels, and the case
+statuses compared; the loopback kselftest in SLUB guests of both, A/B
+interleaved on one topology; the report, JSON (with a KCIDB record) and
+a plot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import ab, figures, guest, install, kunit_run, progress, series, topology
+from .apply import Contents, apply_patch
+from .compare import qemu_version, selftest_args, fragments
+from .ktree import Tree
+from .patchfile import PatchInfo
+from .results import Run
+
+
+class ReviewError(Exception):
+    """The review cannot go on; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Options:
+    topologies: tuple[str, ...]     # KUnit topologies
+    bench_topology: str             # where the loopback A/B runs
+    runs: int
+    seconds: float
+    alpha: float
+    timeout: int
+    jobs: int
+    out: Path
+    kunit: bool = True
+    aa: bool = False                # A/A: the base against itself
+
+
+@dataclass(frozen=True)
+class Change:
+    topology: str
+    case: str
+    base: str
+    patched: str
+
+
+@dataclass
+class Outcome:
+    base: Tree
+    patched: Tree
+    patch: PatchInfo | None
+    kunit_changes: list[Change] = field(default_factory=list)
+    kunit_totals: dict[str, dict[str, int]] = field(default_factory=dict)
+    diffs: list[figures.Difference] = field(default_factory=list)
+    failed_runs: dict[str, int] = field(default_factory=dict)
+    qemu_command: list[str] = field(default_factory=list)
+    key: dict[str, str] = field(default_factory=dict)
+    reused: bool = False
+
+
+def series_hash() -> str:
+    """What the package installs: every hook patch and added file, by content."""
+    h = hashlib.sha256()
+    for change in series.load_series():
+        files = list(change.patches.values()) + [a.src for a in change.additions]
+        h.update(change.name.encode() + b'\0' + change.body.encode())
+        for p in files:
+            h.update(str(p).encode() + b'\0' + p.read_bytes())
+    return h.hexdigest()
+
+
+def _write(root: Path, contents: Contents) -> None:
+    """New inodes only: the copy's other files are hard links to the base."""
+    for rel, data in contents.items():
+        target = root / rel
+        if data is None:
+            target.unlink(missing_ok=True)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + '.kloc-tmp')
+        tmp.write_bytes(data)
+        tmp.replace(target)
+
+
+def patched_tree(base: Tree, patch: PatchInfo, cache: Path) -> tuple[Tree, bool]:
+    """The base with the patch applied, made once per tree, series and patch."""
+    state: Contents = {}
+    created = set(re.findall(r'^--- /dev/null\n\+\+\+ b/(\S+)', patch.text, re.MULTILINE))
+    for rel in patch.files:
+        p = base.path / rel
+        state[rel] = p.read_bytes() if p.is_file() else None
+        if state[rel] is None and rel not in created:
+            raise ReviewError(f'PATCH={patch.path.name} changes {rel}, which Linux '
+                              f'{base.version} at {base.path} does not have: is the patch '
+                              'for another tree? Give the right one with KDIR= or KERNEL=')
+    new = apply_patch(patch.path, state, f'PATCH={patch.path.name}')   # HunkError
+    key = hashlib.sha256('\0'.join([str(base.path), str(base.version), series_hash(),
+                                    patch.sha256]).encode()).hexdigest()[:16]
+    root = cache / 'review' / f'{base.label}-{key}'
+    src, stamp = root / 'src', root / 'kloc-review.json'
+    want = {'base': str(base.path), 'version': str(base.version), 'patch': patch.sha256,
+            'files': sorted(patch.files)}
+    if src.is_dir() and stamp.exists() and json.loads(stamp.read_text()) == want:
+        return Tree(src, base.version, 'review'), True
+    if src.exists():
+        shutil.rmtree(src)
+    stamp.unlink(missing_ok=True)
+    root.mkdir(parents=True, exist_ok=True)
+    progress.say(f'patched tree: hard-linked copy of {base.path} in {src}')
+    subprocess.run(['cp', '-al', str(base.path), str(src)], check=True)
+    _write(src, new)
+    stamp.write_text(json.dumps(want, indent=1) + '\n')
+    return Tree(src, base.version, 'review'), False
+
+
+def _statuses(run_dir: Path) -> dict[tuple[str, str], str]:
+    out = {}
+    for meta in sorted(run_dir.glob('*.meta.json')):
+        r = kunit_run.load_run(meta)
+        if not r.doc.found:
+            out[(r.topology, '(boot)')] = 'NO-KTAP'
+            continue
+        for suite in r.doc.suites:
+            for path, leaf in suite.leaves():
+                out[(r.topology, path)] = leaf.status.value
+    return out
+
+
+def kunit_changes(base_dir: Path, patched_dir: Path) -> tuple[list[Change],
+                                                              dict[str, dict[str, int]]]:
+    a, b = _statuses(base_dir), _statuses(patched_dir)
+    changes = [Change(t, c, a.get((t, c), 'ABSENT'), b.get((t, c), 'ABSENT'))
+               for t, c in sorted(set(a) | set(b)) if a.get((t, c)) != b.get((t, c))]
+    totals = {}
+    for name, st in (('base', a), ('patched', b)):
+        counts: dict[str, int] = {}
+        for v in st.values():
+            counts[v] = counts.get(v, 0) + 1
+        totals[name] = counts
+    return changes, totals
+
+
+def run(base: Tree, patch: PatchInfo | None, opts: Options, cache: Path) -> Outcome:
+    install.install(base.path, base.version, series.load_series())
+    if opts.aa:
+        patched, reused = base, True
+    else:
+        assert patch is not None
+        patched, reused = patched_tree(base, patch, cache)
+        progress.say(f'patched tree {"reused" if reused else "made"}: {patched.path}')
+    outcome = Outcome(base, patched, patch, reused=reused)
+    opts.out.mkdir(parents=True, exist_ok=True)
+    if opts.kunit and not opts.aa:
+        for label, tree in (('base', base), ('patched', patched)):
+            progress.say(f'KUnit on the {label} kernel: {", ".join(opts.topologies)}')
+            kunit_run.run(kunit_run.Job(tree, opts.out / 'kunit' / label, opts.topologies,
+                                        opts.jobs, opts.timeout, cache))
+        outcome.kunit_changes, outcome.kunit_totals = kunit_changes(
+            opts.out / 'kunit' / 'base', opts.out / 'kunit' / 'patched')
+
+    topo = topology.get(opts.bench_topology)
+    logs = opts.out / 'logs'
+    logs.mkdir(parents=True, exist_ok=True)
+    ga = guest.Guest(base, topo.arch, 'slub')
+    gb = guest.Guest(patched, topo.arch, 'slub')
+    for g in dict.fromkeys((ga, gb)):
+        guest.build(g, logs)
+    binary = guest.static_selftest(topo.arch, base.path / 'tools/testing/selftests', opts.out)
+    args = selftest_args(opts.seconds)
+    initrd = guest.initramfs(binary, args, opts.out / 'initramfs.gz', topo.arch)
+    cfg = hashlib.sha256(''.join(p.read_text() for p in fragments(ga)).encode())
+    outcome.key = {'base': f'{base.path} {base.version}',
+                   'patch': patch.sha256 if patch and not opts.aa else 'A/A',
+                   'series': series_hash()[:16], 'config': cfg.hexdigest()[:16],
+                   'topology': topo.name, 'selftest_args': ' '.join(args),
+                   'selftest': hashlib.sha256(guest.SELFTEST.read_bytes()).hexdigest()[:16],
+                   'qemu': qemu_version(topo)}
+    plan = ab.Plan(ab.Side('base', ga, initrd), ab.Side('patched', gb, initrd), topo,
+                   opts.runs, opts.timeout, opts.out, outcome.key)
+    progress.say(f'loopback A/B: {opts.runs} runs a side on {topo.name}, interleaved')
+    store = ab.run(plan)
+
+    def recs(runs: list[Run]) -> list[dict[str, object]]:
+        return [r.record for r in runs[:opts.runs] if r.record is not None]
+
+    outcome.diffs = figures.compare(recs(store.ok_runs('a')), recs(store.ok_runs('b')),
+                                    opts.alpha)
+    outcome.failed_runs = {'base': len(store.failed_runs('a')),
+                           'patched': len(store.failed_runs('b'))}
+    outcome.qemu_command = guest.qemu_command(ga, initrd, topo)
+    return outcome

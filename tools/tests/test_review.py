@@ -1,0 +1,220 @@
+# SPDX-License-Identifier: GPL-2.0
+"""make review: bad input, the cached patched tree, status changes, the report."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import tempfile
+import unittest
+from pathlib import Path
+
+from kloc import figures, guest, install, patchfile, procs, review, reviewreport, series
+from kloc.apply import HunkError
+from kloc.ktree import Tree
+from kloc.paths import PACKAGE_ROOT
+
+from .helpers import DATA, debian_tree, mini_tree
+from .test_cli import kloc
+
+NOOP = PACKAGE_ROOT / 'selftests/lo_counters/review/noop.patch'
+SLOW = PACKAGE_ROOT / 'selftests/lo_counters/review/slow-xmit.patch'
+TREE_FILES = ['Kconfig', 'tools/testing/kunit/kunit.py', 'scripts/checkpatch.pl',
+              'drivers/irqchip/irq-gic-v3-its.c', 'drivers/irqchip/Kconfig', 'mm/Kconfig',
+              'mm/Makefile', 'drivers/net/loopback.c', 'tools/testing/selftests/Makefile']
+
+
+class BadPatches(unittest.TestCase):
+    def setUp(self) -> None:
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = Path(self.tmp.name)
+
+    def tearDown(self) -> None:
+        self.tmp.cleanup()
+
+    def refused(self, data: bytes, message: str) -> None:
+        p = self.dir / 'x.patch'
+        p.write_bytes(data)
+        out = self.dir / 'out'
+        out.mkdir(exist_ok=True)
+        (out / 'earlier-result.txt').write_text('kept')
+        r = kloc('review', '--patch', str(p), '--out', str(out))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(message, r.stderr)
+        self.assertEqual(os.listdir(out), ['earlier-result.txt'])
+        self.assertEqual((out / 'earlier-result.txt').read_text(), 'kept')
+
+    def test_empty(self) -> None:
+        self.refused(b'\n  \n', 'is empty: there is nothing to review')
+
+    def test_binary(self) -> None:
+        self.refused(b'diff --git a/logo.png b/logo.png\nGIT binary patch\nliteral 4\n',
+                     'holds a binary patch')
+        self.refused(b'Binary files a/x.bin and b/x.bin differ\n', 'holds a binary patch')
+
+    def test_not_a_diff(self) -> None:
+        self.refused(b'please apply my change\n', 'no "+++ b/..." line')
+
+    def test_not_utf8(self) -> None:
+        self.refused(b'--- a/x\n+++ b/x\n@@ -1 +1 @@\n-\xff\n+\xfe\n', 'is not UTF-8 text')
+
+    def test_missing(self) -> None:
+        r = kloc('review', '--patch', '/nonexistent.patch')
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('no such file', r.stderr)
+
+    def test_neither_patch_nor_aa(self) -> None:
+        r = kloc('review')
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('give PATCH=file.patch', r.stderr)
+
+    def test_subjects(self) -> None:
+        self.assertEqual(patchfile.load(SLOW).subject,
+                         '[PATCH] loopback: spin 600 ns in every transmit (a deliberate '
+                         'slowdown)'.replace('600', re.search(
+                             r'ndelay\((\d+)\)', SLOW.read_text()).group(1)))  # type: ignore
+        m = patchfile.load(PACKAGE_ROOT / 'kunit/its/mutants/6.12/numa-unaware-table.patch')
+        self.assertEqual(m.subject, 'Mutant: GITS_BASER tables allocated without the '
+                         'ITS\'s node')
+        self.assertEqual(m.files, ('drivers/irqchip/irq-gic-v3-its.c',))
+
+
+class PatchedTree(unittest.TestCase):
+    """On a small copy of the 6.12 tree: what the review does before it builds."""
+
+    def setUp(self) -> None:
+        self.tmp = tempfile.TemporaryDirectory()
+        root = Path(self.tmp.name)
+        real = debian_tree('6.12')
+        src = mini_tree(real, root / 'linux' / 'src', TREE_FILES)
+        _, read = install.pristine_reader(real.path)   # the cache may carry the package
+        for rel in TREE_FILES:
+            data = read(rel)
+            if data is not None:
+                (src / rel).write_bytes(data)
+        self.base = Tree(src, real.version, 'kdir')
+        self.cache = root / 'cache'
+        install.install(src, real.version, series.load_series())
+
+    def tearDown(self) -> None:
+        self.tmp.cleanup()
+
+    def test_made_once_then_reused_base_untouched(self) -> None:
+        before = (self.base.path / 'drivers/net/loopback.c').read_bytes()
+        p = patchfile.load(SLOW)
+        tree, reused = review.patched_tree(self.base, p, self.cache)
+        self.assertFalse(reused)
+        self.assertIn(b'ndelay(', (tree.path / 'drivers/net/loopback.c').read_bytes())
+        self.assertEqual((self.base.path / 'drivers/net/loopback.c').read_bytes(), before)
+        same = (tree.path / 'Kconfig').stat().st_ino == (self.base.path / 'Kconfig').stat().st_ino
+        self.assertTrue(same, 'untouched files are hard links to the base')
+        again, reused = review.patched_tree(self.base, p, self.cache)
+        self.assertTrue(reused)
+        self.assertEqual(again.path, tree.path)
+        other, reused = review.patched_tree(self.base, patchfile.load(NOOP), self.cache)
+        self.assertFalse(reused)
+        self.assertNotEqual(other.path, tree.path)
+
+    def test_hunk_that_does_not_apply_is_named_before_any_build(self) -> None:
+        bad = Path(self.tmp.name) / 'bad.patch'
+        bad.write_text(SLOW.read_text().replace(' \tint len;\n', ' \tint length;\n'))
+        with self.assertRaisesRegex(HunkError, r'drivers/net/loopback.c: hunk #2 \(at line '
+                                               r'\d+\) does not apply'):
+            review.patched_tree(self.base, patchfile.load(bad), self.cache)
+        self.assertFalse((self.cache / 'review').exists())
+
+    def test_patch_for_another_tree(self) -> None:
+        other = Path(self.tmp.name) / 'other.patch'
+        other.write_text('--- a/src/main.c\n+++ b/src/main.c\n@@ -1 +1 @@\n-int x;\n+int y;\n')
+        with self.assertRaisesRegex(review.ReviewError, 'changes src/main.c, which Linux '
+                                    r'6.12.\d+ at .* does not have: is the patch for '
+                                    'another tree'):
+            review.patched_tree(self.base, patchfile.load(other), self.cache)
+
+
+class StatusChanges(unittest.TestCase):
+    def test_placement_cases_change(self) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            for side, console in (('base', 'its-6.12-its1-pass.console'),
+                                  ('patched', 'mutant-numa-unaware-lvl2.console')):
+                run = Path(d) / side
+                run.mkdir()
+                shutil.copy(DATA / console, run / 'arm64_2n_its1.console')
+                (run / 'arm64_2n_its1.meta.json').write_text(json.dumps(
+                    {'kernel': 'linux-6.12', 'topology': 'arm64_2n_its1', 'seconds': 1.0,
+                     'kunit_py_exit': 0}))
+            changes, totals = review.kunit_changes(Path(d) / 'base', Path(d) / 'patched')
+        self.assertTrue(changes)
+        self.assertTrue(all(c.base == 'PASS' and c.patched == 'FAIL' for c in changes))
+        self.assertTrue(any('its_kunit_probe_places_all_on_node' in c.case for c in changes))
+        self.assertEqual(totals['base'].get('FAIL', 0), 0)
+
+
+class Report(unittest.TestCase):
+    def test_mail_width_and_kcidb(self) -> None:
+        rng = random.Random(3)
+
+        def rec(scale: float) -> dict[str, object]:
+            p1, pn = 8e4 * scale * rng.gauss(1, 0.01), 1.4e5 * scale * rng.gauss(1, 0.01)
+            return {'pps_single': p1, 'pps_total': pn, 'scaling_efficiency': pn / (4 * p1),
+                    'per_cpu': [{'cpu': c, 'node': c // 2, 'pps': pn / 4} for c in range(4)]}
+        diffs = figures.compare([rec(1) for _ in range(10)], [rec(0.95) for _ in range(10)],
+                                0.05)
+        base = Tree(Path('/t/linux-6.12/src'), debian_tree('6.12').version, 'debian')
+        o = review.Outcome(base, base, patchfile.load(SLOW), diffs=diffs,
+                           kunit_changes=[review.Change('arm64_2n_its1', 'a.b.c', 'PASS',
+                                                        'FAIL')],
+                           kunit_totals={'base': {'PASS': 3}, 'patched': {'PASS': 2,
+                                                                          'FAIL': 1}},
+                           failed_runs={'base': 0, 'patched': 1},
+                           qemu_command=['qemu-system-x86_64', '-machine', 'pc', '-kernel',
+                                         '/very/long/path/arch/x86/boot/bzImage', '-initrd',
+                                         '/x/initramfs.gz'] + ['-numa', 'node'] * 12)
+        opts = review.Options(('arm64_2n_its1', 'x86_64_2n'), 'x86_64_2n', 10, 2.0, 0.05,
+                              60, 2, Path('/nonexistent'))
+        text = reviewreport.render(o, opts)
+        self.assertTrue(all(len(line) < 72 for line in text.splitlines()), text)
+        for want in ('Patch: [PATCH] loopback: spin', 'Base:    Linux 6.12',
+                     'arm64_2n_its1: PASS -> FAIL', 'regression (significant at alpha = 0.05)',
+                     '<bzImage>', 'Verdict: regression in 1 thread', 'guest-base.config'):
+            self.assertIn(want, text)
+        doc = reviewreport.to_json(o, opts)
+        json.dumps(doc)
+        k = doc['kcidb']
+        assert isinstance(k, dict)
+        for t in k['tests']:
+            self.assertRegex(t['path'], r'^[.a-zA-Z0-9_-]*$')
+            self.assertTrue(t['id'].startswith('kloc:'))
+        change = [t for t in k['tests'] if t['path'] == 'lo_counters.pps_single.change'][0]
+        self.assertEqual(change['status'], 'FAIL')
+        self.assertEqual(change['misc']['unit'], '%')
+        self.assertEqual(len(k['checkouts'][0]['patchset_hash']), 64)
+
+
+class DiskFull(unittest.TestCase):
+    """A real ENOSPC, on a 1 MiB tmpfs (needs root to mount)."""
+
+    def test_build_log_and_space_check(self) -> None:
+        if os.geteuid() != 0:
+            self.skipTest('mounting a tmpfs needs root')
+        with tempfile.TemporaryDirectory() as d:
+            subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=1m', 'kloc-test', d],
+                           check=True)
+            try:
+                log = Path(d) / 'build.log'
+                rc = procs.run_logged(['dd', 'if=/dev/zero', f'of={d}/big', 'bs=64k',
+                                       'count=64'], log, 'filling')
+                self.assertNotEqual(rc, 0)
+                self.assertIn('the disk filled during the build', procs.disk_full_hint(log))
+                with self.assertRaisesRegex(guest.GuestError, 'GiB free; kernel builds need'):
+                    guest.check_space(Path(d))
+            finally:
+                subprocess.run(['umount', d], check=True)
+
+
+if __name__ == '__main__':
+    unittest.main()
