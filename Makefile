@@ -8,9 +8,9 @@ OUT        ?= out
 TOPOLOGIES ?=
 JOBS       ?= $(shell nproc)
 TIMEOUT    ?= 300
-RUNS       ?= 10
+RUNS       ?=
 ALPHA      ?= 0.05
-SECONDS    ?= 2
+SECONDS    ?=
 PYTHON     ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 export KLOC_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kloc
 
@@ -48,8 +48,8 @@ help:
 	@echo
 	@echo 'Variables: KERNEL=$(KERNEL) KDIR=$(KDIR) OUT=$(OUT) TOPOLOGIES=$(TOPOLOGIES)'
 	@echo '           JOBS=$(JOBS) TIMEOUT=$(TIMEOUT) KLOC_CACHE=$(KLOC_CACHE)'
-	@echo '           ARCH= ALLOC= TOPOLOGY= (guest, compare) RUNS=$(RUNS) ALPHA=$(ALPHA)'
-	@echo '           SECONDS=$(SECONDS) (compare, review) PATCH= (review)'
+	@echo '           ARCH= ALLOC= TOPOLOGY= (guest, compare, review) ALPHA=$(ALPHA)'
+	@echo '           RUNS= SECONDS= (compare: 10, 2; review: 30, 1) PATCH= AA=1 (review)'
 
 deps:
 	@tools/deps.sh
@@ -76,14 +76,14 @@ guest: deps
 
 compare: deps
 	@$(KLOC) compare $(COMPARE_TREE) --arch $(or $(ARCH),x86_64) \
-		$(if $(TOPOLOGY),--topology $(TOPOLOGY)) --runs $(RUNS) --alpha $(ALPHA) \
-		--seconds $(SECONDS) --out $(OUT)
+		$(if $(TOPOLOGY),--topology $(TOPOLOGY)) $(if $(RUNS),--runs $(RUNS)) \
+		$(if $(SECONDS),--seconds $(SECONDS)) --alpha $(ALPHA) --out $(OUT)
 
 review: deps
 	@$(KLOC) review $(TREE) $(if $(PATCH),--patch $(PATCH)) $(if $(AA),--aa) \
 		$(if $(TOPOLOGIES),--topologies $(TOPOLOGIES)) \
-		$(if $(TOPOLOGY),--bench-topology $(TOPOLOGY)) --runs $(RUNS) \
-		--seconds $(SECONDS) --alpha $(ALPHA) --jobs $(JOBS) --out $(OUT)
+		$(if $(TOPOLOGY),--bench-topology $(TOPOLOGY)) $(if $(RUNS),--runs $(RUNS)) \
+		$(if $(SECONDS),--seconds $(SECONDS)) --alpha $(ALPHA) --jobs $(JOBS) --out $(OUT)
 
 # A benchmark, not a test: the share of A/A reviews that call a difference.
 bench-aa: deps

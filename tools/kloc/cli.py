@@ -276,8 +276,10 @@ def main(argv: list[str] | None = None) -> int:
                     help='KUnit topologies; default: all of ' + ','.join(topology.TOPOLOGIES))
     sp.add_argument('--bench-topology', default='x86_64_2n')
     sp.add_argument('--no-kunit', action='store_true', help='the loopback A/B only')
-    sp.add_argument('--runs', type=int, default=10, help='good runs per side')
-    sp.add_argument('--seconds', type=float, default=2.0)
+    # 30 runs of 1 s: the spread between boots, not within one, limits what
+    # a review can see; 30 a side find a 5% change (README, "Noise").
+    sp.add_argument('--runs', type=int, default=30, help='good runs per side')
+    sp.add_argument('--seconds', type=float, default=1.0)
     sp.add_argument('--alpha', type=float, default=0.05)
     sp.add_argument('--jobs', type=int, default=os.cpu_count() or 1)
     sp.add_argument('--timeout', type=int, default=300)

@@ -74,8 +74,7 @@ def prepare(tree: Tree, opts: Options) -> ab.Plan:
     key = {'tree': f'{tree.label} {tree.version}', 'arch': opts.arch, 'topology': topo.name,
            'a': opts.a, 'b': opts.b, 'selftest_args': ' '.join(args),
            'selftest': _sha(guest.SELFTEST.read_text()),
-           'config_a': _sha(*(p.read_text() for p in fragments(ga))),
-           'config_b': _sha(*(p.read_text() for p in fragments(gb))),
+           'config_a': guest.config_digest(ga), 'config_b': guest.config_digest(gb),
            'qemu': qemu_version(topo)}
     return ab.Plan(ab.Side(opts.a, ga, initrd), ab.Side(opts.b, gb, initrd), topo, opts.runs,
                    opts.timeout, opts.out, key)

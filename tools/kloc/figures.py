@@ -1,9 +1,12 @@
 # SPDX-License-Identifier: GPL-2.0
 """The loopback kselftest's figures, and how two sets of runs differ.
 
-Every figure here is better when higher. Figures are tested together, so
-their p-values are Holm-adjusted before a verdict: across all of them, the
-chance of calling a difference where there is none stays at alpha.
+Every figure here is better when higher. The primary figures (1 thread,
+all CPUs, scaling efficiency) are tested together, so their p-values are
+Holm-adjusted before a verdict: across them, the chance of calling a
+difference where there is none stays at alpha. The per-node figures add
+up to the all-CPU one; they are shown, with their own p, but give no
+verdict.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ class Figure:
     name: str
     title: str
     unit: str
+    short: str = ''
+    primary: bool = True
 
 
 def _num(v: object) -> float:
@@ -42,14 +47,15 @@ def extract(record: dict[str, object]) -> dict[str, float]:
 
 def describe(name: str) -> Figure:
     if name == 'pps_single':
-        return Figure(name, '1 thread', 'packets/s')
+        return Figure(name, '1 thread', 'packets/s', '1 thread')
     if name == 'pps_total':
-        return Figure(name, 'one thread per CPU, total', 'packets/s')
+        return Figure(name, 'one thread per CPU, total', 'packets/s', 'all CPUs')
     if name == 'scaling_efficiency':
-        return Figure(name, 'scaling efficiency (N threads / N x 1)', 'ratio')
+        return Figure(name, 'scaling efficiency (N threads / N x 1)', 'ratio', 'efficiency')
     if name.startswith('pps_node'):
-        return Figure(name, f'node {name[8:]}, one thread per CPU', 'packets/s')
-    return Figure(name, name, '')
+        return Figure(name, f'node {name[8:]}, one thread per CPU', 'packets/s',
+                      f'node {name[8:]}', primary=False)
+    return Figure(name, name, '', name)
 
 
 @dataclass(frozen=True)
@@ -69,7 +75,7 @@ class Difference:
     change_ci: stats.Interval
     u_test: stats.UTest
     p_adjusted: float
-    verdict: str        # 'higher', 'lower' or 'same'
+    verdict: str        # 'higher', 'lower', 'same', or 'detail' (not tested)
 
 
 def _side(xs: list[float]) -> Side:
@@ -89,13 +95,17 @@ def compare(a_records: list[dict[str, object]], b_records: list[dict[str, object
         xa = [v[n] for v in a_vals]
         xb = [v[n] for v in b_vals]
         tests.append((n, xa, xb, stats.mann_whitney(xa, xb)))
-    adjusted = stats.holm([t[3].p for t in tests])
+    primary = [i for i, t in enumerate(tests) if describe(t[0]).primary]
+    adjusted = [t[3].p for t in tests]
+    for i, p in zip(primary, stats.holm([tests[i][3].p for i in primary])):
+        adjusted[i] = p
     out = []
-    for (n, xa, xb, u), p_adj in zip(tests, adjusted):
+    for i, ((n, xa, xb, u), p_adj) in enumerate(zip(tests, adjusted)):
         change = stats.pct_change(xa, xb)
         # U counts the pairs where A beats B: below half, B tends higher.
         b_higher = u.u < len(xa) * len(xb) / 2
-        verdict = 'same' if p_adj >= alpha else ('higher' if b_higher else 'lower')
+        verdict = 'detail' if i not in primary else \
+            'same' if p_adj >= alpha else ('higher' if b_higher else 'lower')
         out.append(Difference(describe(n), _side(xa), _side(xb), change,
                               stats.pct_change_ci(xa, xb), u, p_adj, verdict))
     return out

@@ -10,6 +10,7 @@ result.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -221,6 +222,24 @@ def parse_console(console: str) -> tuple[dict[str, object] | None, str]:
     return record, ''
 
 
+def config_digest(guest: Guest) -> str:
+    """What the built guest really is: a hash of its .config."""
+    return hashlib.sha256((guest.build_dir() / '.config').read_bytes()).hexdigest()[:16]
+
+
+def check_machine(record: dict[str, object], topo: Topology) -> str:
+    """Why the record does not come from the machine the topology describes, or ''."""
+    per_cpu = record.get('per_cpu')
+    if not isinstance(per_cpu, list):
+        return 'the record has no per-CPU figures'
+    nodes = {c.get('node') for c in per_cpu if isinstance(c, dict)}
+    if len(per_cpu) != topo.cpus or len(nodes) != len(topo.nodes):
+        return (f'the guest ran on {len(per_cpu)} CPUs in {len(nodes)} nodes, but topology '
+                f'{topo.name} has {topo.cpus} CPUs in {len(topo.nodes)} nodes: check '
+                'CONFIG_NR_CPUS and CONFIG_NUMA in the guest config')
+    return ''
+
+
 def qemu_command(guest: Guest, initrd: Path, topo: Topology) -> list[str]:
     console = ARCHES[guest.arch][1]
     return [f'qemu-system-{topo.qemu_arch}', *topo.machine_args(),
@@ -244,4 +263,6 @@ def run(guest: Guest, initrd: Path, topo: Topology, timeout: int,
     secs = time.monotonic() - start
     console_log.write_text(out)
     record, why = parse_console(out)
+    if record and not why:
+        why = check_machine(record, topo)
     return RunResult(not why, record, secs, why, '\n'.join(out.splitlines()[-25:]))

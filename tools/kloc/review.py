@@ -26,7 +26,7 @@ from pathlib import Path
 
 from . import ab, figures, guest, install, kunit_run, progress, series, topology
 from .apply import Contents, apply_patch
-from .compare import qemu_version, selftest_args, fragments
+from .compare import qemu_version, selftest_args
 from .ktree import Tree
 from .patchfile import PatchInfo
 from .results import Run
@@ -182,10 +182,10 @@ def run(base: Tree, patch: PatchInfo | None, opts: Options, cache: Path) -> Outc
     binary = guest.static_selftest(topo.arch, base.path / 'tools/testing/selftests', opts.out)
     args = selftest_args(opts.seconds)
     initrd = guest.initramfs(binary, args, opts.out / 'initramfs.gz', topo.arch)
-    cfg = hashlib.sha256(''.join(p.read_text() for p in fragments(ga)).encode())
     outcome.key = {'base': f'{base.path} {base.version}',
                    'patch': patch.sha256 if patch and not opts.aa else 'A/A',
-                   'series': series_hash()[:16], 'config': cfg.hexdigest()[:16],
+                   'series': series_hash()[:16], 'config_base': guest.config_digest(ga),
+                   'config_patched': guest.config_digest(gb),
                    'topology': topo.name, 'selftest_args': ' '.join(args),
                    'selftest': hashlib.sha256(guest.SELFTEST.read_bytes()).hexdigest()[:16],
                    'qemu': qemu_version(topo)}

@@ -28,13 +28,16 @@ def _wrap_command(cmd: list[str], images: dict[str, str]) -> list[str]:
 
 
 def overall(diffs: list[Difference], changes: int) -> str:
-    worse = [d.figure.title for d in diffs if d.verdict == 'lower']
-    better = [d.figure.title for d in diffs if d.verdict == 'higher']
+    tested = sum(d.figure.primary for d in diffs)
+    worse = [d.figure.short for d in diffs if d.verdict == 'lower']
+    better = [d.figure.short for d in diffs if d.verdict == 'higher']
     parts = []
     if worse:
-        parts.append('regression in ' + '; '.join(worse))
+        parts.append(f'regression in {len(worse)} of {tested} figures '
+                     f'({", ".join(worse)})')
     if better:
-        parts.append('improvement in ' + '; '.join(better))
+        parts.append(f'improvement in {len(better)} of {tested} figures '
+                     f'({", ".join(better)})')
     if not parts:
         parts.append('no significant difference in loopback throughput')
     parts.append(f'{changes} KUnit status change{"s" if changes != 1 else ""}')
@@ -138,11 +141,12 @@ def kcidb(o: Outcome, opts: Options) -> dict[str, object]:
         tests.append({'id': f'{bid}:{_test_path("lo_counters", d.figure.name, "change")}',
                       'build_id': bid, 'origin': ORIGIN,
                       'path': _test_path('lo_counters', d.figure.name, 'change'),
-                      'status': 'FAIL' if d.verdict == 'lower' else 'PASS',
+                      'status': {'lower': 'FAIL', 'detail': 'DONE'}.get(d.verdict, 'PASS'),
                       'misc': {'value': d.change_pct, 'unit': '%', 'p': d.u_test.p,
                                'p_holm': d.p_adjusted, 'alpha': opts.alpha,
                                'verdict': {'lower': 'regression', 'higher': 'improvement',
-                                           'same': 'no significant difference'}[d.verdict]}})
+                                           'same': 'no significant difference',
+                                           'detail': 'not tested'}[d.verdict]}})
     return {'version': {'major': 4, 'minor': 3}, 'checkouts': checkouts, 'builds': builds,
             'tests': tests}
 

@@ -54,11 +54,13 @@ def _panel(d: Difference, x0: int, y0: int) -> list[str]:
     def y(v: float) -> float:
         return bottom - (v - lo) / (hi - lo) * (bottom - top)
 
-    verdict = 'no sig. difference' if d.verdict == 'same' else f'B {d.verdict}'
+    verdict = {'same': 'no sig. difference', 'detail': 'detail, not tested'}.get(
+        d.verdict, f'B {d.verdict}')
     title = d.figure.title.split(' (')[0][:34]
     out = [f'<text x="{x0}" y="{y0 + 12}" font-weight="bold">{escape(title)} '
            f'({escape(d.figure.unit)})</text>',
-           f'<text x="{x0}" y="{y0 + 25}">{d.change_pct:+.2f}%, Holm p={d.p_adjusted:.3g}, '
+           f'<text x="{x0}" y="{y0 + 25}">{d.change_pct:+.2f}%, '
+           f'{"Holm " if d.figure.primary else ""}p={d.p_adjusted:.3g}, '
            f'{verdict}</text>',
            f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#888"/>']
     for t in range(5):
