@@ -158,11 +158,14 @@ class _Runner:
             return Outcome(name, about, 'missed', [], secs)
         rec = r.record or {}
         sent, tx, rx = rec.get('sent'), rec.get('lo_tx'), rec.get('lo_rx')
-        if sent is None:
+        dropped = rec.get('lo_dropped', 0)
+        if not all(isinstance(v, int) for v in (sent, tx, rx, dropped)):
             return Outcome(name, about, 'hung', [r.why], secs)
-        if tx != sent or rx != sent:
+        assert isinstance(tx, int) and isinstance(dropped, int)
+        if tx + dropped != sent or rx != tx:
             return Outcome(name, about, 'caught',
-                           [f'lo_counters: lo counted tx {tx} rx {rx} of {sent} sent'], secs)
+                           [f'lo_counters: lo counted tx {tx} rx {rx} dropped {dropped} '
+                            f'of {sent} sent'], secs)
         return Outcome(name, about, 'failed-otherwise', [r.why], secs)
 
 
