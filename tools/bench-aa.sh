@@ -34,4 +34,4 @@ for i in $(seq 1 "$REPEATS"); do
 	echo "A/A $i: $verdict" >&2
 done
 echo "bench-aa: $called of $REPEATS A/A reviews called a significant difference" \
-	"(alpha $ALPHA, Holm over the figures); expected at most $ALPHA x $REPEATS"
+	"(alpha $ALPHA, Holm over the 3 primary figures); expected at most $ALPHA x $REPEATS"

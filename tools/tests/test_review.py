@@ -117,6 +117,17 @@ class PatchedTree(unittest.TestCase):
         self.assertFalse(reused)
         self.assertNotEqual(other.path, tree.path)
 
+    def test_an_mbox_series_applies_in_order(self) -> None:
+        mbox = Path(self.tmp.name) / 'series.mbox'
+        mbox.write_text(NOOP.read_text() + '\n' + SLOW.read_text())
+        p = patchfile.load(mbox)
+        self.assertEqual(p.mails, 2)
+        self.assertIn('reword the comment', p.subject)
+        tree, _ = review.patched_tree(self.base, p, self.cache)
+        text = (tree.path / 'drivers/net/loopback.c').read_text()
+        self.assertIn('called with bottom halves disabled', text)
+        self.assertIn('barrier();', text)
+
     def test_hunk_that_does_not_apply_is_named_before_any_build(self) -> None:
         bad = Path(self.tmp.name) / 'bad.patch'
         bad.write_text(SLOW.read_text().replace(' \tskb_tx_timestamp(skb);\n',
