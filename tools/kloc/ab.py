@@ -11,6 +11,8 @@ everything already written.
 
 from __future__ import annotations
 
+import hashlib
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,41 @@ class Plan:
     out: Path                 # runs.jsonl and consoles/ go here
     key: dict[str, str]       # what the runs are of; see results.open_store
     max_failures: int = 3     # failed runs one side may have
+
+
+def selftest_args(seconds: float) -> list[str]:
+    return ['-d', f'{seconds:g}', '-w', '0.5']
+
+
+def qemu_version(topo: Topology) -> str:
+    r = subprocess.run([f'qemu-system-{topo.qemu_arch}', '--version'], capture_output=True,
+                       text=True)
+    return r.stdout.splitlines()[0] if r.stdout else 'unknown'
+
+
+def prepare(a: tuple[str, guest.Guest], b: tuple[str, guest.Guest], topo: Topology,
+            seconds: float, runs: int, timeout: int, out: Path, key: dict[str, str],
+            config_keys: tuple[str, str]) -> Plan:
+    """Build both guests (once if they are one), the static selftest, and one
+    initramfs for both sides. The key gets what every comparison depends on:
+    the topology, the selftest and its options, QEMU, and each side's .config
+    digest under its name in config_keys.
+    """
+    (label_a, ga), (label_b, gb) = a, b
+    logs = out / 'logs'
+    logs.mkdir(parents=True, exist_ok=True)
+    for g in dict.fromkeys((ga, gb)):
+        guest.build(g, logs)
+    binary = guest.static_selftest(topo.arch, ga.tree.path / 'tools/testing/selftests', out)
+    args = selftest_args(seconds)
+    initrd = guest.initramfs(binary, args, out / 'initramfs.gz', topo.arch)
+    full = dict(key, topology=topo.name, selftest_args=' '.join(args),
+                selftest=hashlib.sha256(guest.SELFTEST.read_bytes()).hexdigest()[:16],
+                qemu=qemu_version(topo))
+    full[config_keys[0]] = guest.config_digest(ga)
+    full[config_keys[1]] = guest.config_digest(gb)
+    return Plan(Side(label_a, ga, initrd), Side(label_b, gb, initrd), topo, runs, timeout,
+                out, full)
 
 
 def _brief(record: dict[str, object] | None) -> str:

@@ -8,15 +8,12 @@ file, and writes the table (compare.txt), compare.json and compare.svg.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import ab, abreport, figures, guest, install, progress, series, svgplot, topology
 from .ktree import Tree
-from .results import Run
 
 
 @dataclass(frozen=True)
@@ -36,25 +33,6 @@ def default_topology(arch: str) -> str:
     return 'x86_64_2n' if arch == 'x86_64' else 'arm64_2n_its1'
 
 
-def _sha(*texts: str) -> str:
-    return hashlib.sha256('\0'.join(texts).encode()).hexdigest()[:16]
-
-
-def qemu_version(topo: topology.Topology) -> str:
-    r = subprocess.run([f'qemu-system-{topo.qemu_arch}', '--version'], capture_output=True,
-                       text=True)
-    return r.stdout.splitlines()[0] if r.stdout else 'unknown'
-
-
-def selftest_args(seconds: float) -> list[str]:
-    return ['-d', f'{seconds:g}', '-w', '0.5']
-
-
-def fragments(g: guest.Guest) -> list[Path]:
-    return [guest.CONFIGS / 'guest-base.config', guest.CONFIGS / 'numa.config',
-            guest.CONFIGS / f'{g.allocator}.config']
-
-
 def prepare(tree: Tree, opts: Options) -> ab.Plan:
     topo = topology.get(opts.topology)
     if topo.arch != opts.arch:
@@ -64,24 +42,9 @@ def prepare(tree: Tree, opts: Options) -> ab.Plan:
     guest.check(ga)   # before any build: e.g. SLAB on 6.8+
     guest.check(gb)
     install.install(tree.path, tree.version, series.load_series())
-    logs = opts.out / 'logs'
-    logs.mkdir(parents=True, exist_ok=True)
-    for g in (ga, gb):
-        guest.build(g, logs)
-    binary = guest.static_selftest(opts.arch, tree.path / 'tools/testing/selftests', opts.out)
-    args = selftest_args(opts.seconds)
-    initrd = guest.initramfs(binary, args, opts.out / 'initramfs.gz', opts.arch)
-    key = {'tree': f'{tree.label} {tree.version}', 'arch': opts.arch, 'topology': topo.name,
-           'a': opts.a, 'b': opts.b, 'selftest_args': ' '.join(args),
-           'selftest': _sha(guest.SELFTEST.read_text()),
-           'config_a': guest.config_digest(ga), 'config_b': guest.config_digest(gb),
-           'qemu': qemu_version(topo)}
-    return ab.Plan(ab.Side(opts.a, ga, initrd), ab.Side(opts.b, gb, initrd), topo, opts.runs,
-                   opts.timeout, opts.out, key)
-
-
-def records(runs: list[Run]) -> list[dict[str, object]]:
-    return [r.record for r in runs if r.record is not None]
+    return ab.prepare((opts.a, ga), (opts.b, gb), topo, opts.seconds, opts.runs, opts.timeout,
+                      opts.out, {'tree': f'{tree.label} {tree.version}', 'arch': opts.arch,
+                                 'a': opts.a, 'b': opts.b}, ('config_a', 'config_b'))
 
 
 def run(tree: Tree, opts: Options) -> str:
@@ -90,16 +53,15 @@ def run(tree: Tree, opts: Options) -> str:
     progress.say(f'{opts.runs} runs a side, {opts.a} and {opts.b} interleaved, on '
                  f'{plan.topology.name} ({plan.topology.about})')
     store = ab.run(plan)
-    ra = records(store.ok_runs('a'))[:opts.runs]
-    rb = records(store.ok_runs('b'))[:opts.runs]
-    diffs = figures.compare(ra, rb, opts.alpha)
+    diffs = figures.compare(store.records('a', opts.runs), store.records('b', opts.runs),
+                            opts.alpha)
     qemu = guest.qemu_command(plan.a.guest, plan.a.initrd, plan.topology)
     head = [f'SLUB/SLAB comparison: Linux {tree.version} ({tree.label}), {opts.arch}',
             f'{opts.a} (A) vs {opts.b} (B), {opts.runs} runs a side, interleaved;',
             f'failed runs: {len(store.failed_runs("a"))} {opts.a}, '
             f'{len(store.failed_runs("b"))} {opts.b} (not counted)',
             f'topology {plan.topology.name}: {plan.topology.about}',
-            f'selftest: lo_counters {" ".join(selftest_args(opts.seconds))}', '']
+            f'selftest: lo_counters {" ".join(ab.selftest_args(opts.seconds))}', '']
     text = '\n'.join(head) + '\n' + abreport.render(diffs, opts.a, opts.b, opts.alpha)
     (opts.out / 'compare.txt').write_text(text)
     doc = {'key': plan.key, 'runs_per_side': opts.runs, 'alpha': opts.alpha,

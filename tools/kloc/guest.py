@@ -63,6 +63,12 @@ class Guest:
         return self.build_dir() / ARCHES[self.arch][0]
 
 
+def fragments(allocator: str) -> list[Path]:
+    """The config fragments a guest takes on top of tinyconfig."""
+    return [CONFIGS / 'guest-base.config', CONFIGS / 'numa.config',
+            CONFIGS / f'{allocator}.config']
+
+
 def check(guest: Guest) -> None:
     if guest.arch not in ARCHES:
         raise GuestError(f'no guest for arch {guest.arch}; use one of {", ".join(ARCHES)}')
@@ -104,8 +110,7 @@ def build(guest: Guest, logs: Path) -> Path:
     check(guest)
     bdir = guest.build_dir()
     bdir.mkdir(parents=True, exist_ok=True)
-    frags = [CONFIGS / 'guest-base.config', CONFIGS / 'numa.config',
-             CONFIGS / f'{guest.allocator}.config']
+    frags = fragments(guest.allocator)
     wanted = '\n'.join(p.read_text() for p in frags)
     stamp = bdir / '.kloc-fragments'
     if not stamp.exists() or stamp.read_text() != wanted:

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import guest, install, ktap, progress, series, topology
+from . import guest, install, ktap, linkcopy, progress, series, topology
 from .apply import Contents, apply_patch, touched_files
 from .kunit_run import Job, KunitError, build, run_topology
 from .ktree import Tree
@@ -81,29 +80,8 @@ def load(version: KernelVersion, root: Path = PACKAGE_ROOT) -> list[Mutant]:
 def scratch_copy(tree: Tree, cache: Path) -> Tree:
     """A hard-linked copy of the tree, beside its own build dir."""
     dest = cache / 'mutants' / tree.label / 'src'
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    progress.say(f'copying {tree.path} to {dest} (hard links)')
-    subprocess.run(['cp', '-al', str(tree.path), str(dest)], check=True)
+    linkcopy.copy(tree.path, dest)
     return Tree(dest, tree.version, 'mutant')
-
-
-def _write(tree: Path, contents: Contents) -> None:
-    """Write without touching hard-linked originals: always a new inode.
-
-    Always written, even when unchanged: the fresh mtime makes make rebuild
-    the object, which the build dir may hold from another mutant; a
-    hard-linked copy carries the original's older mtime.
-    """
-    for rel, data in contents.items():
-        target = tree / rel
-        if data is None:
-            target.unlink(missing_ok=True)
-            continue
-        tmp = target.with_name(target.name + '.kloc-tmp')
-        tmp.write_bytes(data)
-        tmp.replace(target)
 
 
 def _failed_cases(doc: ktap.Document) -> list[str]:
@@ -187,7 +165,7 @@ def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[Out
     try:
         for kind in dict.fromkeys(m.kind for m in mutants):
             attempt = runner.kunit if kind == 'kunit' else runner.guest
-            _write(scratch.path, originals)
+            linkcopy.write(scratch.path, originals)
             name = 'pristine' if kind == 'kunit' else f'pristine-{kind}'
             base = attempt(name, f'the installed tree, unmutated ({kind})')
             base.verdict = 'passes' if base.verdict == 'missed' else 'pristine-fails'
@@ -197,14 +175,14 @@ def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[Out
             for m in (m for m in mutants if m.kind == kind):
                 state: Contents = dict(originals)
                 state.update(apply_patch(m.patch, state, m.name))
-                _write(scratch.path, state)
+                linkcopy.write(scratch.path, state)
                 o = attempt(m.name, m.about)
                 outcomes.append(o)
                 progress.say(f'mutant {m.name}: {o.verdict}'
                              + (f' by {", ".join(o.failed_cases[:3])}' if o.failed_cases
                                 else ''))
     finally:
-        _write(scratch.path, originals)
+        linkcopy.write(scratch.path, originals)
     (out / 'results.json').write_text(json.dumps(
         [o.__dict__ for o in outcomes], indent=1) + '\n')
     return outcomes

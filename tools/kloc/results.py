@@ -43,6 +43,10 @@ class Store:
     def ok_runs(self, side: str) -> list[Run]:
         return [r for r in self.runs if r.side == side and r.ok]
 
+    def records(self, side: str, limit: int) -> list[dict[str, object]]:
+        """The JSON records of the first limit good runs of a side."""
+        return [r.record for r in self.ok_runs(side)[:limit] if r.record is not None]
+
     def failed_runs(self, side: str) -> list[Run]:
         return [r for r in self.runs if r.side == side and not r.ok]
 

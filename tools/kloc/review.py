@@ -19,17 +19,17 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
-import subprocess
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import ab, figures, guest, install, kunit_run, progress, series, topology
+from . import ab, figures, guest, install, kunit_run, linkcopy, progress, series, topology
 from .apply import Contents, apply_patch
-from .compare import qemu_version, selftest_args
 from .ktree import Tree
 from .patchfile import PatchInfo
-from .results import Run
+
+
+ALLOCATOR = 'slub'   # the loopback A/B runs in SLUB guests
 
 
 class ReviewError(Exception):
@@ -50,6 +50,10 @@ class Options:
     aa: bool = False                # A/A: the base against itself
 
 
+Statuses = dict[tuple[str, str], str]
+NO_KTAP = '(boot)'   # the case of a run whose kernel printed no KTAP
+
+
 @dataclass(frozen=True)
 class Change:
     topology: str
@@ -65,6 +69,8 @@ class Outcome:
     patch: PatchInfo | None
     kunit_changes: list[Change] = field(default_factory=list)
     kunit_totals: dict[str, dict[str, int]] = field(default_factory=dict)
+    # side -> (topology, case path) -> status, as the runs' KTAP gave them
+    kunit_statuses: dict[str, Statuses] = field(default_factory=dict)
     diffs: list[figures.Difference] = field(default_factory=list)
     failed_runs: dict[str, int] = field(default_factory=dict)
     qemu_command: list[str] = field(default_factory=list)
@@ -81,19 +87,6 @@ def series_hash() -> str:
         for p in files:
             h.update(str(p).encode() + b'\0' + p.read_bytes())
     return h.hexdigest()
-
-
-def _write(root: Path, contents: Contents) -> None:
-    """New inodes only: the copy's other files are hard links to the base."""
-    for rel, data in contents.items():
-        target = root / rel
-        if data is None:
-            target.unlink(missing_ok=True)
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + '.kloc-tmp')
-        tmp.write_bytes(data)
-        tmp.replace(target)
 
 
 def patched_tree(base: Tree, patch: PatchInfo, cache: Path) -> tuple[Tree, bool]:
@@ -116,23 +109,20 @@ def patched_tree(base: Tree, patch: PatchInfo, cache: Path) -> tuple[Tree, bool]
             'files': sorted(patch.files)}
     if src.is_dir() and stamp.exists() and json.loads(stamp.read_text()) == want:
         return Tree(src, base.version, 'review'), True
-    if src.exists():
-        shutil.rmtree(src)
     stamp.unlink(missing_ok=True)
-    root.mkdir(parents=True, exist_ok=True)
-    progress.say(f'patched tree: hard-linked copy of {base.path} in {src}')
-    subprocess.run(['cp', '-al', str(base.path), str(src)], check=True)
-    _write(src, new)
+    linkcopy.copy(base.path, src)
+    linkcopy.write(src, new)
     stamp.write_text(json.dumps(want, indent=1) + '\n')
     return Tree(src, base.version, 'review'), False
 
 
-def _statuses(run_dir: Path) -> dict[tuple[str, str], str]:
+def statuses(run_dir: Path) -> Statuses:
+    """Every case's status in the runs under run_dir; NO_KTAP when one printed none."""
     out = {}
     for meta in sorted(run_dir.glob('*.meta.json')):
         r = kunit_run.load_run(meta)
         if not r.doc.found:
-            out[(r.topology, '(boot)')] = 'NO-KTAP'
+            out[(r.topology, NO_KTAP)] = 'NO-KTAP'
             continue
         for suite in r.doc.suites:
             for path, leaf in suite.leaves():
@@ -140,18 +130,17 @@ def _statuses(run_dir: Path) -> dict[tuple[str, str], str]:
     return out
 
 
-def kunit_changes(base_dir: Path, patched_dir: Path) -> tuple[list[Change],
-                                                              dict[str, dict[str, int]]]:
-    a, b = _statuses(base_dir), _statuses(patched_dir)
+def compare_statuses(a: Statuses, b: Statuses) -> tuple[list[Change],
+                                                       dict[str, dict[str, int]]]:
+    """The cases whose status differs, and each side's count per status."""
     changes = [Change(t, c, a.get((t, c), 'ABSENT'), b.get((t, c), 'ABSENT'))
                for t, c in sorted(set(a) | set(b)) if a.get((t, c)) != b.get((t, c))]
-    totals = {}
-    for name, st in (('base', a), ('patched', b)):
-        counts: dict[str, int] = {}
-        for v in st.values():
-            counts[v] = counts.get(v, 0) + 1
-        totals[name] = counts
-    return changes, totals
+    return changes, {'base': dict(Counter(a.values())), 'patched': dict(Counter(b.values()))}
+
+
+def kunit_changes(base_dir: Path, patched_dir: Path) -> tuple[list[Change],
+                                                              dict[str, dict[str, int]]]:
+    return compare_statuses(statuses(base_dir), statuses(patched_dir))
 
 
 def run(base: Tree, patch: PatchInfo | None, opts: Options, cache: Path) -> Outcome:
@@ -169,37 +158,25 @@ def run(base: Tree, patch: PatchInfo | None, opts: Options, cache: Path) -> Outc
             progress.say(f'KUnit on the {label} kernel: {", ".join(opts.topologies)}')
             kunit_run.run(kunit_run.Job(tree, opts.out / 'kunit' / label, opts.topologies,
                                         opts.jobs, opts.timeout, cache))
-        outcome.kunit_changes, outcome.kunit_totals = kunit_changes(
-            opts.out / 'kunit' / 'base', opts.out / 'kunit' / 'patched')
+        outcome.kunit_statuses = {side: statuses(opts.out / 'kunit' / side)
+                                  for side in ('base', 'patched')}
+        outcome.kunit_changes, outcome.kunit_totals = compare_statuses(
+            outcome.kunit_statuses['base'], outcome.kunit_statuses['patched'])
 
     topo = topology.get(opts.bench_topology)
-    logs = opts.out / 'logs'
-    logs.mkdir(parents=True, exist_ok=True)
-    ga = guest.Guest(base, topo.arch, 'slub')
-    gb = guest.Guest(patched, topo.arch, 'slub')
-    for g in dict.fromkeys((ga, gb)):
-        guest.build(g, logs)
-    binary = guest.static_selftest(topo.arch, base.path / 'tools/testing/selftests', opts.out)
-    args = selftest_args(opts.seconds)
-    initrd = guest.initramfs(binary, args, opts.out / 'initramfs.gz', topo.arch)
-    outcome.key = {'base': f'{base.path} {base.version}',
-                   'patch': patch.sha256 if patch and not opts.aa else 'A/A',
-                   'series': series_hash()[:16], 'config_base': guest.config_digest(ga),
-                   'config_patched': guest.config_digest(gb),
-                   'topology': topo.name, 'selftest_args': ' '.join(args),
-                   'selftest': hashlib.sha256(guest.SELFTEST.read_bytes()).hexdigest()[:16],
-                   'qemu': qemu_version(topo)}
-    plan = ab.Plan(ab.Side('base', ga, initrd), ab.Side('patched', gb, initrd), topo,
-                   opts.runs, opts.timeout, opts.out, outcome.key)
+    ga = guest.Guest(base, topo.arch, ALLOCATOR)
+    gb = guest.Guest(patched, topo.arch, ALLOCATOR)
+    plan = ab.prepare(('base', ga), ('patched', gb), topo, opts.seconds, opts.runs,
+                      opts.timeout, opts.out,
+                      {'base': f'{base.path} {base.version}',
+                       'patch': patch.sha256 if patch and not opts.aa else 'A/A',
+                       'series': series_hash()[:16]}, ('config_base', 'config_patched'))
+    outcome.key = plan.key
     progress.say(f'loopback A/B: {opts.runs} runs a side on {topo.name}, interleaved')
     store = ab.run(plan)
-
-    def recs(runs: list[Run]) -> list[dict[str, object]]:
-        return [r.record for r in runs[:opts.runs] if r.record is not None]
-
-    outcome.diffs = figures.compare(recs(store.ok_runs('a')), recs(store.ok_runs('b')),
-                                    opts.alpha)
+    outcome.diffs = figures.compare(store.records('a', opts.runs),
+                                    store.records('b', opts.runs), opts.alpha)
     outcome.failed_runs = {'base': len(store.failed_runs('a')),
                            'patched': len(store.failed_runs('b'))}
-    outcome.qemu_command = guest.qemu_command(ga, initrd, topo)
+    outcome.qemu_command = guest.qemu_command(ga, plan.a.initrd, topo)
     return outcome

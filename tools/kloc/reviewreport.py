@@ -6,11 +6,10 @@ from __future__ import annotations
 import hashlib
 import re
 import textwrap
-from pathlib import Path
 
-from . import abreport, guest
+from . import abreport, guest, topology
 from .figures import Difference
-from .review import Options, Outcome
+from .review import ALLOCATOR, NO_KTAP, Options, Outcome, Statuses
 
 WIDTH = 72
 ORIGIN = 'kloc'
@@ -73,9 +72,7 @@ def render(o: Outcome, opts: Options) -> str:
         else:
             lines.append('  Status changes: none')
         lines.append('')
-    frags = ' + '.join(p.name for p in (guest.CONFIGS / 'guest-base.config',
-                                        guest.CONFIGS / 'numa.config',
-                                        guest.CONFIGS / 'slub.config'))
+    frags = ' + '.join(p.name for p in guest.fragments(ALLOCATOR))
     lines += ['Loopback benchmark: selftests/lo_counters in a guest',
               f'  config: tinyconfig + {frags}',
               f'  topology: {topo_name}',
@@ -115,18 +112,20 @@ def kcidb(o: Outcome, opts: Options) -> dict[str, object]:
         'misc': {'base': f'Linux {o.base.version}', 'base_origin': o.base.origin}}]
     builds: list[dict[str, object]] = []
     tests: list[dict[str, object]] = []
+    bench_arch = topology.get(opts.bench_topology).arch
     for side in ('base', 'patched'):
         if opts.kunit and not opts.aa:
-            for arch in sorted({_arch(t) for t in opts.topologies}):
+            for arch in sorted({topology.get(t).arch for t in opts.topologies}):
                 bid = f'{checkout}-{side}-kunit-{arch}'
                 builds.append({'id': bid, 'checkout_id': checkout, 'origin': ORIGIN,
                                'architecture': arch, 'config_name': 'kunit', 'valid': True,
                                'misc': {'side': side}})
-                tests += _kunit_tests(Path(opts.out / 'kunit' / side), bid, arch)
-        bid = f'{checkout}-{side}-guest-x86_64'
+                tests += _kunit_tests(o.kunit_statuses.get(side, {}), bid, arch)
+        bid = f'{checkout}-{side}-guest-{bench_arch}'
         builds.append({'id': bid, 'checkout_id': checkout, 'origin': ORIGIN,
-                       'architecture': 'x86_64', 'config_name': 'guest-base+numa+slub',
-                       'valid': True, 'misc': {'side': side}})
+                       'architecture': bench_arch,
+                       'config_name': f'guest-base+numa+{ALLOCATOR}', 'valid': True,
+                       'misc': {'side': side}})
         for d in o.diffs:
             s = d.a if side == 'base' else d.b
             tests.append({'id': f'{bid}:{_test_path("lo_counters", d.figure.name)}',
@@ -136,7 +135,7 @@ def kcidb(o: Outcome, opts: Options) -> dict[str, object]:
                           'misc': {'value': s.median, 'unit': d.figure.unit,
                                    'statistic': 'median', 'ci95': [s.ci.lo, s.ci.hi],
                                    'runs': len(s.values)}})
-    bid = f'{checkout}-patched-guest-x86_64'
+    bid = f'{checkout}-patched-guest-{bench_arch}'
     for d in o.diffs:
         tests.append({'id': f'{bid}:{_test_path("lo_counters", d.figure.name, "change")}',
                       'build_id': bid, 'origin': ORIGIN,
@@ -151,25 +150,16 @@ def kcidb(o: Outcome, opts: Options) -> dict[str, object]:
             'tests': tests}
 
 
-def _arch(topology_name: str) -> str:
-    return 'x86_64' if topology_name.startswith('x86_64') else 'arm64'
-
-
-def _kunit_tests(run_dir: Path, build_id: str, arch: str) -> list[dict[str, object]]:
-    from . import kunit_run
+def _kunit_tests(statuses: Statuses, build_id: str, arch: str) -> list[dict[str, object]]:
     out: list[dict[str, object]] = []
-    for meta in sorted(run_dir.glob('*.meta.json')):
-        r = kunit_run.load_run(meta)
-        if _arch(r.topology) != arch:
-            continue
-        for suite in r.doc.suites:
-            for path, leaf in suite.leaves():
-                tpath = _test_path('kunit', *path.split('.'))
-                status = {'PASS': 'PASS', 'FAIL': 'FAIL', 'SKIP': 'SKIP',
-                          'CRASHED': 'ERROR'}[leaf.status.value]
-                out.append({'id': f'{build_id}:{r.topology}:{tpath}', 'build_id': build_id,
-                            'origin': ORIGIN, 'path': tpath, 'status': status,
-                            'environment': {'comment': f'QEMU {r.topology}'}})
+    for (topo, case), status in statuses.items():
+        if case == NO_KTAP or topology.get(topo).arch != arch:
+            continue  # a run that printed no KTAP has no cases to report
+        tpath = _test_path('kunit', *case.split('.'))
+        out.append({'id': f'{build_id}:{topo}:{tpath}', 'build_id': build_id,
+                    'origin': ORIGIN, 'path': tpath,
+                    'status': 'ERROR' if status == 'CRASHED' else status,
+                    'environment': {'comment': f'QEMU {topo}'}})
     return out
 
 

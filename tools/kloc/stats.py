@@ -14,6 +14,7 @@ import math
 import random
 from dataclasses import dataclass
 from functools import lru_cache
+from statistics import NormalDist
 
 
 class StatsError(Exception):
@@ -171,19 +172,8 @@ def runs_needed(cv_a: float, cv_b: float, delta: float, alpha: float = 0.05,
     divided by the Mann-Whitney test's asymptotic relative efficiency of
     3/pi against the t-test on normal data.
     """
-    z_a = _z(1 - alpha / 2)
-    z_b = _z(power)
+    z_a = NormalDist().inv_cdf(1 - alpha / 2)
+    z_b = NormalDist().inv_cdf(power)
     n = (z_a + z_b) ** 2 * (cv_a ** 2 + cv_b ** 2) / delta ** 2
     return max(2, math.ceil(n / (3 / math.pi)))
 
-
-def _z(q: float) -> float:
-    """The standard normal quantile, by bisection on erfc."""
-    lo, hi = -10.0, 10.0
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        if 0.5 * math.erfc(-mid / math.sqrt(2)) < q:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
