@@ -21,9 +21,10 @@ from . import guest, progress
 from .figures import extract
 from .results import Run, Store, open_store
 from .topology import Topology
+from .errors import KlocError
 
 
-class AbError(Exception):
+class AbError(KlocError):
     """The A/B runs could not be completed."""
 
 

@@ -7,11 +7,12 @@ import re
 import subprocess
 import tempfile
 from pathlib import Path
+from .errors import KlocError
 
 Contents = dict[str, bytes | None]  # tree-relative path -> bytes, None = absent
 
 
-class HunkError(Exception):
+class HunkError(KlocError):
     """A hook does not apply; the message names the file and the hunk."""
 
 

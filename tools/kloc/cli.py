@@ -12,18 +12,10 @@ import sys
 from pathlib import Path
 
 from . import ab, compare, guest, patchfile, review, reviewreport, svgplot, install, junit, kunit_run, mailpatch, mutants, progress, series, summary, topology
-from .apply import HunkError
-from .ktree import Tree, TreeError, resolve
+from .errors import KlocError, describe_os_error
+from .ktree import Tree, resolve
 from .paths import cache_dir
-from .series import SeriesError
-from .results import ResultsError
 from .stats import StatsError
-from .version import VersionError
-
-ERRORS = (TreeError, install.InstallError, SeriesError, HunkError, VersionError,
-          kunit_run.KunitError, topology.TopologyError, mutants.MutantError, guest.GuestError,
-          ab.AbError, ResultsError, StatsError, patchfile.PatchError,
-          review.ReviewError)
 
 
 def _tree(args: argparse.Namespace) -> Tree:
@@ -294,8 +286,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rc: int = args.fn(args)
         return rc
-    except ERRORS as e:
+    except KlocError as e:
         print(f'kloc {args.command}: error: {e}', file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f'kloc {args.command}: error: {describe_os_error(e)}', file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f'kloc {args.command}: interrupted; finished results are kept (compare and '

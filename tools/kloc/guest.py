@@ -27,6 +27,7 @@ from .paths import PACKAGE_ROOT, cache_dir
 from .ktree import Tree
 from .procs import disk_full_hint, run_logged, tail
 from .version import KernelVersion
+from .errors import KlocError
 
 CONFIGS = PACKAGE_ROOT / 'configs'
 SELFTEST = PACKAGE_ROOT / 'selftests' / 'lo_counters' / 'lo_counters.c'
@@ -42,7 +43,7 @@ ARCHES = {
 BEGIN, END = 'KLOC-RESULT-BEGIN', 'KLOC-RESULT-END'
 
 
-class GuestError(Exception):
+class GuestError(KlocError):
     """A guest cannot be built for this request."""
 
 

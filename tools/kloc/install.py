@@ -18,12 +18,13 @@ from pathlib import Path
 from .apply import Contents, HunkError, apply_patch, touched_files
 from .series import Change, SeriesError
 from .version import KernelVersion
+from .errors import KlocError
 
 STATE_DIR = '.kloc'
 MANIFEST = 'manifest.json'
 
 
-class InstallError(Exception):
+class InstallError(KlocError):
     """The series cannot be installed into this tree; nothing was written."""
 
 

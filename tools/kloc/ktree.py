@@ -12,6 +12,7 @@ from pathlib import Path
 
 from . import progress
 from .version import KernelVersion, VersionError, tree_version
+from .errors import KlocError
 
 SUPPORTED_KERNELS = ('6.12', '6.1')
 STAMP = '.kloc-extracted'
@@ -20,7 +21,7 @@ KEY_FILES = ('Makefile', 'Kconfig', 'tools/testing/kunit/kunit.py',
              'scripts/checkpatch.pl', 'drivers/irqchip/irq-gic-v3-its.c')
 
 
-class TreeError(Exception):
+class TreeError(KlocError):
     """No usable kernel tree."""
 
 

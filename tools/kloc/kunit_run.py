@@ -20,6 +20,7 @@ from .junit import Run
 from .ktree import Tree
 from .paths import PACKAGE_ROOT, QEMU_CONFIGS
 from .procs import disk_full_hint, run_logged, tail
+from .errors import KlocError
 
 # The suites each architecture's kernel carries.
 KUNITCONFIGS = {
@@ -30,7 +31,7 @@ KUNITCONFIGS = {
 KVM_PROBE_S = 60
 
 
-class KunitError(Exception):
+class KunitError(KlocError):
     """The kernel did not build, or kunit.py could not run it."""
 
 

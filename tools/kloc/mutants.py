@@ -25,13 +25,14 @@ from .kunit_run import Job, KunitError, build, run_topology
 from .ktree import Tree
 from .paths import PACKAGE_ROOT
 from .version import KernelVersion, VersionError
+from .errors import KlocError
 
 TOPOLOGY = 'arm64_2n_its1'  # the ITS away from the boot CPU's node
 GUEST_TOPOLOGY = 'x86_64_2n'
 KINDS = {'kunit': 'kunit/*/mutants', 'guest': 'selftests/*/mutants'}
 
 
-class MutantError(Exception):
+class MutantError(KlocError):
     """The mutants cannot be run on this tree."""
 
 

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .apply import touched_files
+from .errors import KlocError
 
 
-class PatchError(Exception):
+class PatchError(KlocError):
     """The patch cannot be reviewed as given."""
 
 

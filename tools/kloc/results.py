@@ -15,11 +15,12 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from .errors import KlocError
 
 FORMAT = 'kloc-runs-v1'
 
 
-class ResultsError(Exception):
+class ResultsError(KlocError):
     """The results file cannot be used for this comparison."""
 
 

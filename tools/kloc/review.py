@@ -25,6 +25,7 @@ from pathlib import Path
 
 from . import ab, figures, guest, install, kunit_run, linkcopy, progress, series, topology
 from .apply import Contents, apply_patch
+from .errors import KlocError
 from .ktree import Tree
 from .patchfile import PatchInfo
 
@@ -32,7 +33,7 @@ from .patchfile import PatchInfo
 ALLOCATOR = 'slub'   # the loopback A/B runs in SLUB guests
 
 
-class ReviewError(Exception):
+class ReviewError(KlocError):
     """The review cannot go on; the message says why and what to do."""
 
 

@@ -18,9 +18,10 @@ from pathlib import Path
 
 from .paths import PACKAGE_ROOT
 from .version import KernelVersion
+from .errors import KlocError
 
 
-class SeriesError(Exception):
+class SeriesError(KlocError):
     """The package's own series is malformed, or does not fit the tree."""
 
 

@@ -15,9 +15,10 @@ import random
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
+from .errors import KlocError
 
 
-class StatsError(Exception):
+class StatsError(KlocError):
     """Too few values for the statistic asked for."""
 
 

@@ -21,13 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .paths import cache_dir
+from .errors import KlocError
 
 KUNIT_MEM_MB = 1024  # kunit.py always passes -m 1024
 QEMU = 'qemu-system-aarch64'
 QBOOT = Path('/usr/share/qemu/qboot.rom')
 
 
-class TopologyError(Exception):
+class TopologyError(KlocError):
     """A topology is malformed, or its device tree cannot be made."""
 
 

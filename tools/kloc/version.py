@@ -7,8 +7,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import KlocError
 
-class VersionError(Exception):
+
+class VersionError(KlocError):
     """The text is not a kernel version, or the tree has none."""
 
 
