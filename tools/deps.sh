@@ -38,6 +38,7 @@ DEPS=(
 	"python3-ply /usr/lib/python3/dist-packages/ply"
 	"python3-git /usr/lib/python3/dist-packages/git"
 	"python3-scipy /usr/lib/python3/dist-packages/scipy"
+	"python3-hypothesis /usr/lib/python3/dist-packages/hypothesis"
 	"linux-source-6.12 /usr/src/linux-source-6.12.tar.xz"
 	"linux-source-6.1 /usr/src/linux-source-6.1.tar.xz"
 )
