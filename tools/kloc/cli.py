@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from . import ab, compare, guest, patchfile, review, reviewreport, svgplot, install, junit, kunit_run, mailpatch, mutants, progress, series, summary, topology
+from .atomicfile import write_text
 from .errors import KlocError, describe_os_error
 from .ktree import Tree, resolve
 from .paths import cache_dir
@@ -79,9 +80,9 @@ def report(out: Path) -> int:
     kout = out / 'kunit'
     runs = kunit_run.load_runs(kout)
     kout.mkdir(parents=True, exist_ok=True)
-    (kout / 'junit.xml').write_text(junit.to_xml(runs))
+    write_text(kout / 'junit.xml', junit.to_xml(runs))
     text = summary.render(runs)
-    (kout / 'summary.txt').write_text(text)
+    write_text(kout / 'summary.txt', text)
     print(text, end='')
     print(f'Results: {kout}/<kernel>/<topology>.{{ktap,json,console}}, '
           f'JUnit: {kout / "junit.xml"}')
@@ -108,7 +109,7 @@ def cmd_mutants(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve() / 'mutants' / tree.label
     outcomes = mutants.run(tree, cache_dir(), out, args.jobs, args.timeout)
     text = mutants.render(outcomes)
-    (out / 'summary.txt').write_text(text)
+    write_text(out / 'summary.txt', text)
     print(text, end='')
     good = mutants.ok(outcomes)
     caught = sum(o.verdict == 'caught' for o in outcomes if not o.pristine)
@@ -181,10 +182,10 @@ def cmd_review(args: argparse.Namespace) -> int:
     guest.check_space(cache_dir())
     outcome = review.run(tree, patch, opts, cache_dir())
     text = reviewreport.render(outcome, opts)
-    (out / 'report.txt').write_text(text)
-    (out / 'review.json').write_text(json.dumps(reviewreport.to_json(outcome, opts),
-                                                indent=1) + '\n')
-    (out / 'review.svg').write_text(svgplot.render(
+    write_text(out / 'report.txt', text)
+    write_text(out / 'review.json', json.dumps(reviewreport.to_json(outcome, opts),
+                                               indent=1) + '\n')
+    write_text(out / 'review.svg', svgplot.render(
         outcome.diffs, 'base', 'patched', f'review: {text.splitlines()[2][7:60]}'))
     print(text, end='')
     print(f'\nFiles: {out}/report.txt, review.json, review.svg; runs in {out}/runs.jsonl')

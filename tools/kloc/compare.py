@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import ab, abreport, figures, guest, install, progress, series, svgplot, topology
+from .atomicfile import write_text
 from .ktree import Tree
 
 
@@ -63,14 +64,14 @@ def run(tree: Tree, opts: Options) -> str:
             f'topology {plan.topology.name}: {plan.topology.about}',
             f'selftest: lo_counters {" ".join(ab.selftest_args(opts.seconds))}', '']
     text = '\n'.join(head) + '\n' + abreport.render(diffs, opts.a, opts.b, opts.alpha)
-    (opts.out / 'compare.txt').write_text(text)
+    write_text(opts.out / 'compare.txt', text)
     doc = {'key': plan.key, 'runs_per_side': opts.runs, 'alpha': opts.alpha,
            'failed_runs': {opts.a: len(store.failed_runs('a')),
                            opts.b: len(store.failed_runs('b'))},
            'qemu_command': qemu, 'results_file': str(store.path),
            'figures': abreport.to_json(diffs, opts.a, opts.b, opts.alpha)}
-    (opts.out / 'compare.json').write_text(json.dumps(doc, indent=1) + '\n')
-    (opts.out / 'compare.svg').write_text(svgplot.render(
+    write_text(opts.out / 'compare.json', json.dumps(doc, indent=1) + '\n')
+    write_text(opts.out / 'compare.svg', svgplot.render(
         diffs, opts.a, opts.b, f'{opts.a} vs {opts.b}, Linux {tree.version} {opts.arch}, '
         f'{plan.topology.name}, {opts.runs} runs a side'))
     return text

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import progress
+from .atomicfile import write_bytes, write_text
 from .topology import Topology, accel_args
 from .kunit_run import build_env
 from .paths import PACKAGE_ROOT, cache_dir
@@ -126,7 +127,7 @@ def build(guest: Guest, logs: Path) -> Path:
         for need in ('CONFIG_NUMA=y', f'CONFIG_{guest.allocator.upper()}=y', 'CONFIG_NET_NS=y'):
             if need not in config.splitlines():
                 raise GuestError(f'{guest.name}: {need} did not survive olddefconfig')
-        stamp.write_text(wanted)
+        write_text(stamp, wanted)
     progress.say(f'{guest.name}: building {ARCHES[guest.arch][0]}')
     _make(guest, os.path.basename(ARCHES[guest.arch][0]), log=logs / f'{guest.name}-build.log')
     return guest.image()
@@ -135,8 +136,14 @@ def build(guest: Guest, logs: Path) -> Path:
 def static_selftest(arch: str, ksft_dir: Path, out: Path) -> Path:
     cross = ARCHES[arch][2] if os.uname().machine == 'x86_64' else ''
     binary = out / f'lo_counters-{arch}'
-    subprocess.run([f'{cross}gcc', '-static', '-O2', '-Wall', '-iquote', str(ksft_dir / 'net'),
-                    '-o', str(binary), str(SELFTEST), '-lpthread'], check=True)
+    tmp = binary.with_name(f'.{binary.name}.kloc-tmp')   # the binary appears whole or not
+    try:
+        subprocess.run([f'{cross}gcc', '-static', '-O2', '-Wall', '-iquote',
+                        str(ksft_dir / 'net'), '-o', str(tmp), str(SELFTEST), '-lpthread'],
+                       check=True)
+        tmp.replace(binary)
+    finally:
+        tmp.unlink(missing_ok=True)
     return binary
 
 
@@ -165,9 +172,7 @@ def busybox(arch: str) -> Path:
                              f'{arch} guests need it; as root run: dpkg --add-architecture '
                              f'{DEBIAN_ARCH[arch]} && apt-get update (make deps does this)')
         subprocess.run(['dpkg-deb', '-x', str(debs[0]), f'{tmp}/x'], check=True)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(f'{tmp}/x/bin/busybox', dest.with_suffix('.tmp'))
-        dest.with_suffix('.tmp').replace(dest)
+        write_bytes(dest, Path(f'{tmp}/x/bin/busybox').read_bytes(), mode=0o755)
     progress.say(f'unpacked {pkg} into {dest}')
     return dest
 
@@ -194,8 +199,8 @@ def initramfs(binary: Path, args: list[str], out: Path, arch: str) -> Path:
                                check=True).stdout
         cpio = subprocess.run(['cpio', '-o', '-H', 'newc', '--quiet'], cwd=root,
                               input=files.encode(), capture_output=True, check=True).stdout
-    out.write_bytes(subprocess.run(['gzip', '-9'], input=cpio, capture_output=True,
-                                   check=True).stdout)
+    write_bytes(out, subprocess.run(['gzip', '-9'], input=cpio, capture_output=True,
+                                    check=True).stdout)
     return out
 
 
@@ -267,7 +272,7 @@ def run(guest: Guest, initrd: Path, topo: Topology, timeout: int,
             else (e.stdout or '')
         out += f'\n[kloc: killed after {timeout} s]\n'
     secs = time.monotonic() - start
-    console_log.write_text(out)
+    write_text(console_log, out)
     record, why = parse_console(out)
     if record and not why:
         why = check_machine(record, topo)

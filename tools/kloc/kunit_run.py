@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import ktap, progress, topology
+from .atomicfile import write_text
 from .junit import Run
 from .ktree import Tree
 from .paths import PACKAGE_ROOT, QEMU_CONFIGS
@@ -158,7 +159,7 @@ def probe_kvm(job: Job, arch: str) -> None:
     except subprocess.TimeoutExpired:
         ok = False
     path = topology.kvm_verdict_path(topo.qemu_arch, job.cache)
-    path.write_text(json.dumps({'ok': ok, 'command': cmd}, indent=1) + '\n')
+    write_text(path, json.dumps({'ok': ok, 'command': cmd}, indent=1) + '\n')
     progress.say(f'KVM {"works" if ok else "does not boot a guest"} here; '
                  f'{"using it" if ok else "using TCG"} (verdict in {path})')
 
@@ -219,10 +220,10 @@ def run_topology(job: Job, name: str) -> Run:
     seconds = time.monotonic() - start
     console_src = build_dir / 'test.log'
     console = console_src.read_text(errors='replace') if console_src.exists() else ''
-    (out / f'{name}.console').write_text(console)
-    (out / f'{name}.ktap').write_text(extract_ktap(console))
+    write_text(out / f'{name}.console', console)
+    write_text(out / f'{name}.ktap', extract_ktap(console))
     meta = out / f'{name}.meta.json'
-    meta.write_text(json.dumps(
+    write_text(meta, json.dumps(
         {'kernel': job.tree.label, 'topology': name, 'seconds': round(seconds, 2),
          'kunit_py_exit': rc}, indent=1) + '\n')
     result = load_run(meta)

@@ -1,13 +1,25 @@
 # SPDX-License-Identifier: GPL-2.0
-"""Export the series as numbered mails in git format-patch style."""
+"""Export the series as numbered mails in git format-patch style.
+
+A series is one set: the new one is written whole into a hidden sibling
+directory and swapped in for the old one, so a failed export (a full disk,
+a kill) leaves the previous series as it was, never a cut-off patch in it.
+"""
 
 from __future__ import annotations
 
+import ctypes
 import difflib
 import email.utils
+import errno
+import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
+from .atomicfile import sync_dir
+from .errors import DiskFullError, is_disk_full
 from .install import Plan, Step
 
 DEFAULT_AUTHOR = 'Kernel Locality Tests <kloc@localhost>'
@@ -82,15 +94,73 @@ def mail(step: Step, index: int, total: int, who: str, base: str) -> str:
             f'{_diffstat(step)}\n{diffs}--\nkloc\n\n')
 
 
+def _name(index: int, step: Step) -> str:
+    slug = ''.join(c if c.isalnum() else '-' for c in step.change.subject.lower())
+    slug = '-'.join(filter(None, slug.split('-')))[:52]
+    return f'{index:04d}-{slug}.patch'
+
+
+def _write(path: Path, text: str) -> None:
+    with path.open('wb') as f:
+        f.write(text.encode())
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two directories in one step (Linux renameat2); False where it cannot."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(a), None, str(b))
+
+
+def _swap(new: Path, out: Path) -> None:
+    """Put the directory new where out is; the old out goes only once new is there."""
+    if not out.exists():
+        os.rename(new, out)
+        return
+    if _exchange(new, out):
+        shutil.rmtree(new, ignore_errors=True)     # now the old series
+        return
+    old = Path(tempfile.mkdtemp(prefix=f'.{out.name}.old.', suffix='.kloc-tmp',
+                                dir=out.parent))
+    os.rename(out, old)          # replaces the empty directory old
+    try:
+        os.rename(new, out)
+    except BaseException:
+        os.rename(old, out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def export(p: Plan, out: Path, base: str) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
+    """Write the series as OUT/NNNN-subject.patch, replacing any series there."""
+    out.parent.mkdir(parents=True, exist_ok=True)
     who = author()
-    written = []
     total = len(p.steps)
-    for i, step in enumerate(p.steps, 1):
-        slug = ''.join(c if c.isalnum() else '-' for c in step.change.subject.lower())
-        slug = '-'.join(filter(None, slug.split('-')))[:52]
-        path = out / f'{i:04d}-{slug}.patch'
-        path.write_text(mail(step, i, total, who, base))
-        written.append(path)
-    return written
+    new = Path(tempfile.mkdtemp(prefix=f'.{out.name}.', suffix='.kloc-tmp', dir=out.parent))
+    try:
+        names = []
+        for i, step in enumerate(p.steps, 1):
+            names.append(_name(i, step))
+            _write(new / names[-1], mail(step, i, total, who, base))
+        os.chmod(new, out.stat().st_mode & 0o7777 if out.is_dir() else 0o755)
+        sync_dir(new)
+        _swap(new, out)
+    except BaseException as e:
+        shutil.rmtree(new, ignore_errors=True)
+        if isinstance(e, OSError) and is_disk_full(e):
+            raise DiskFullError(f'{out}: disk full; the previous series there is kept. Free '
+                                'some space (df -h), then run the same command again') from e
+        raise
+    sync_dir(out.parent)
+    return [out / n for n in names]

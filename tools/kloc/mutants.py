@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import guest, install, ktap, linkcopy, progress, series, topology
+from .atomicfile import write_text
 from .apply import Contents, apply_patch, touched_files
 from .kunit_run import Job, KunitError, build, run_topology
 from .ktree import Tree
@@ -184,7 +185,7 @@ def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[Out
                                 else ''))
     finally:
         linkcopy.write(scratch.path, originals)
-    (out / 'results.json').write_text(json.dumps(
+    write_text(out / 'results.json', json.dumps(
         [o.__dict__ for o in outcomes], indent=1) + '\n')
     return outcomes
 
