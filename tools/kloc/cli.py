@@ -9,12 +9,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from . import ab, compare, guest, patchfile, review, reviewreport, svgplot, install, junit, kunit_run, mailpatch, mutants, progress, series, summary, topology
+from . import (compare, guest, install, junit, kunit_run, mailpatch, mutants, patchfile, progress,
+               review, reviewreport, series, summary, svgplot, topology)
 from .atomicfile import write_text
 from .errors import KlocError, describe_os_error
-from .ktree import Tree, resolve
+from .ktree import Tree, resolve, uncommitted
 from .paths import cache_dir
 from .stats import StatsError
 
@@ -33,9 +35,20 @@ def cmd_builddir(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dropped_edits_dir() -> Path:
+    """Where FORCE=1 keeps the hand-edited files it replaces."""
+    return cache_dir() / 'dropped-edits' / time.strftime('%Y%m%d-%H%M%S')
+
+
+def install_into(tree: Tree, args: argparse.Namespace) -> list[str]:
+    """Install the series (explicitly, or before a command that builds the tree)."""
+    return install.install(tree.path, tree.version, series.load_series(),
+                           force=args.force, save=_dropped_edits_dir())
+
+
 def cmd_install(args: argparse.Namespace) -> int:
     tree = _tree(args)
-    written = install.install(tree.path, tree.version, series.load_series())
+    written = install_into(tree, args)
     if written:
         progress.say(f'installed into Linux {tree.version} at {tree.path}: '
                      + ', '.join(written))
@@ -47,7 +60,8 @@ def cmd_install(args: argparse.Namespace) -> int:
 
 def cmd_uninstall(args: argparse.Namespace) -> int:
     tree = _tree(args)
-    restored = install.uninstall(tree.path)
+    restored = install.uninstall(tree.path, tree.version, series.load_series(),
+                                 force=args.force, save=_dropped_edits_dir())
     if restored:
         progress.say(f'restored {len(restored)} files in {tree.path}: ' + ', '.join(restored))
     else:
@@ -95,7 +109,7 @@ def cmd_kunit(args: argparse.Namespace) -> int:
         else list(topology.TOPOLOGIES)
     for n in names:
         topology.get(n)
-    install.install(tree.path, tree.version, series.load_series())
+    install_into(tree, args)
     cache = cache_dir()
     out = Path(args.out).resolve()
     job = kunit_run.Job(tree, out / 'kunit' / tree.label, tuple(names), args.jobs,
@@ -107,6 +121,18 @@ def cmd_kunit(args: argparse.Namespace) -> int:
 def cmd_mutants(args: argparse.Namespace) -> int:
     tree = _tree(args)
     out = Path(args.out).resolve() / 'mutants' / tree.label
+    dirty = install.edited_files(tree.path)
+    managed = install.managed_files(tree.path)
+    dirty += [f for f in uncommitted(tree.path) if f not in managed]
+    if dirty and not args.force:
+        raise mutants.MutantError(
+            f'{tree.path} has uncommitted edits: {", ".join(dirty[:8])}'
+            f'{" ..." if len(dirty) > 8 else ""}. The mutants are written against the '
+            'tree as released plus this package; commit or stash the edits, or run with '
+            'FORCE=1 to use the tree as it is')
+    if dirty:
+        progress.say(f'FORCE=1: the mutants run on a tree with edits to {", ".join(dirty)}')
+    install_into(tree, args)
     outcomes = mutants.run(tree, cache_dir(), out, args.jobs, args.timeout)
     text = mutants.render(outcomes)
     write_text(out / 'summary.txt', text)
@@ -130,7 +156,7 @@ def cmd_guest(args: argparse.Namespace) -> int:
         raise topology.TopologyError(f'topology {topo.name} is {topo.arch}, not {args.arch}')
     out = Path(args.out).resolve() / 'guest' / g.name
     out.mkdir(parents=True, exist_ok=True)
-    install.install(tree.path, tree.version, series.load_series())
+    install_into(tree, args)
     guest.build(g, out)
     binary = guest.static_selftest(args.arch, tree.path / 'tools/testing/selftests', out)
     initrd = guest.initramfs(binary, ['-d', str(args.seconds), '-w', '0.5'],
@@ -155,6 +181,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     opts = compare.Options(args.arch, args.topology or compare.default_topology(args.arch),
                            args.a, args.b, args.runs, args.seconds, args.alpha, args.timeout,
                            out)
+    install_into(tree, args)
     print(compare.run(tree, opts), end='')
     print(f'Files: {out}/compare.txt, compare.json, compare.svg; runs in {out}/runs.jsonl')
     return 0
@@ -209,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="Debian linux-source version: 6.12 or 6.1")
         sp.add_argument('--kdir', default=os.environ.get('KDIR', ''),
                         help='your own kernel tree (wins over --kernel)')
+        sp.add_argument('--force', action='store_true',
+                        default=os.environ.get('FORCE', '') not in ('', '0'),
+                        help='overwrite or restore files edited by hand (their copies '
+                        'are saved under KLOC_CACHE/dropped-edits)')
 
     for name, fn in (('tree', cmd_tree), ('builddir', cmd_builddir), ('install', cmd_install),
                      ('uninstall', cmd_uninstall)):

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import ab, abreport, figures, guest, install, progress, series, svgplot, topology
+from . import ab, abreport, figures, guest, progress, svgplot, topology
 from .atomicfile import write_text
 from .ktree import Tree
 
@@ -42,7 +42,6 @@ def prepare(tree: Tree, opts: Options) -> ab.Plan:
     ga, gb = guest.Guest(tree, opts.arch, opts.a), guest.Guest(tree, opts.arch, opts.b)
     guest.check(ga)   # before any build: e.g. SLAB on 6.8+
     guest.check(gb)
-    install.install(tree.path, tree.version, series.load_series())
     return ab.prepare((opts.a, ga), (opts.b, gb), topo, opts.seconds, opts.runs, opts.timeout,
                       opts.out, {'tree': f'{tree.label} {tree.version}', 'arch': opts.arch,
                                  'a': opts.a, 'b': opts.b}, ('config_a', 'config_b'))

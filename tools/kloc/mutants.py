@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import guest, install, ktap, linkcopy, progress, series, topology
+from . import guest, ktap, linkcopy, progress, topology
 from .atomicfile import write_text
 from .apply import Contents, apply_patch, touched_files
 from .kunit_run import Job, KunitError, build, run_topology
@@ -150,8 +150,7 @@ class _Runner:
 
 
 def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[Outcome]:
-    # The mutants are written against the current series: install it.
-    install.install(tree.path, tree.version, series.load_series())
+    # The mutants are written against the current series: the caller installs it.
     mutants = load(tree.version)
     scratch = scratch_copy(tree, cache)
     if out.exists():

@@ -1,0 +1,258 @@
+# SPDX-License-Identifier: GPL-2.0
+"""The install never loses a user's work and never leaves a tree half-changed.
+
+Hand edits are kept or refused, never silently overwritten or restored; an
+install or uninstall killed (or failed) after any of its writes is rolled
+back by the next command; a tree whose .kloc/ is gone, or damaged, or that
+lost a saved original, is recovered from the series.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+from kloc import install, ktree, series
+from kloc.version import KernelVersion
+
+from .helpers import debian_tree
+
+SERIES = series.load_series()
+DRIVER = 'drivers/irqchip/irq-gic-v3-its.c'
+SUITE = 'drivers/irqchip/irq-gic-v3-its-kunit.c'
+TOOLS = Path(__file__).resolve().parents[1]
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every file (content and mode) and directory under root."""
+    out = {}
+    for dirpath, dirs, names in os.walk(root):
+        for n in dirs:
+            out[str((Path(dirpath) / n).relative_to(root)) + '/'] = 'dir'
+        for n in names:
+            p = Path(dirpath) / n
+            st = p.lstat()
+            out[str(p.relative_to(root))] = f'{stat.S_IMODE(st.st_mode):o} ' + \
+                (install.sha(p.read_bytes()) or '')
+    return out
+
+
+def pristine_tree(dest: Path, kernel: str = '6.12') -> tuple[Path, KernelVersion]:
+    """A small tree: the key files of a kernel tree and every file the series touches."""
+    tree = debian_tree(kernel)
+    _, read = install.pristine_reader(tree.path)      # the cache may carry the package
+    for rel in set(ktree.KEY_FILES) | set(install.series_files(tree.version, SERIES)):
+        data = read(rel)
+        if data is None:
+            continue
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        (dest / rel).write_bytes(data)
+    return dest, tree.version
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, '-m', 'kloc', *args], cwd=TOOLS,
+                          env=dict(os.environ, PYTHONPATH=str(TOOLS), **(env or {})),
+                          capture_output=True, text=True)
+
+
+class Base(unittest.TestCase):
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory(prefix='kloc-safety-')
+        self.addCleanup(tmp.cleanup)
+        self.tmp = Path(tmp.name)
+        self.root, self.version = pristine_tree(self.tmp / 'linux')
+        self.pristine = snapshot(self.root)
+        self.save = self.tmp / 'saved'
+        install.set_fault(None)
+        self.addCleanup(install.set_fault, None)
+
+    def installed_snapshot(self) -> dict[str, str]:
+        ref = self.tmp / 'ref'
+        shutil.copytree(self.root, ref)
+        install.uninstall(ref, self.version, SERIES, force=True)
+        install.install(ref, self.version, SERIES)
+        snap = snapshot(ref)
+        shutil.rmtree(ref)
+        return snap
+
+
+class HandEditTest(Base):
+    def setUp(self) -> None:
+        super().setUp()
+        install.install(self.root, self.version, SERIES)
+        self.installed = snapshot(self.root)
+
+    def edit(self, rel: str, old: str, new: str) -> str:
+        p = self.root / rel
+        text = p.read_text()
+        self.assertIn(old, text)
+        p.write_text(text.replace(old, new, 1))
+        return p.read_text()
+
+    def test_an_edit_that_keeps_the_hooks_is_kept_and_tested(self) -> None:
+        # As when working on a driver patch: the implicit install of make kunit
+        # must leave it, so the build tests the edited driver.
+        edited = self.edit(DRIVER, 'pr_err_ratelimited("Unable to get SGI status\\n");',
+                           'pr_err_ratelimited("Unable to get the SGI status\\n");')
+        self.assertEqual(install.install(self.root, self.version, SERIES), [])
+        self.assertEqual((self.root / DRIVER).read_text(), edited)
+        self.assertEqual(install.edited_files(self.root), [DRIVER])
+
+    def test_an_edited_suite_is_kept(self) -> None:
+        edited = self.edit(SUITE, 'KUNIT_CASE', 'KUNIT_CASE')
+        (self.root / SUITE).write_text(edited + '/* mine */\n')
+        self.assertEqual(install.install(self.root, self.version, SERIES), [])
+        self.assertTrue((self.root / SUITE).read_text().endswith('/* mine */\n'))
+
+    def test_an_edit_that_drops_the_hooks_is_refused_then_forced(self) -> None:
+        edited = self.edit(DRIVER, '#include "irq-gic-v3-its-kunit.c"', '')
+        before = snapshot(self.root)
+        with self.assertRaises(install.EditedFilesError) as cm:
+            install.install(self.root, self.version, SERIES)
+        msg = str(cm.exception)
+        self.assertIn(DRIVER, msg)
+        self.assertIn('FORCE=1', msg)
+        self.assertEqual(snapshot(self.root), before, 'a refused install wrote something')
+        self.assertEqual(install.install(self.root, self.version, SERIES, force=True,
+                                         save=self.save), [DRIVER])
+        self.assertEqual(snapshot(self.root), self.installed)
+        self.assertEqual((self.save / DRIVER).read_text(), edited, 'the edit was lost')
+
+    def test_uninstall_refuses_to_discard_an_edit(self) -> None:
+        for rel in (DRIVER, SUITE):
+            with self.subTest(rel=rel):
+                p = self.root / rel
+                p.write_text(p.read_text() + '/* my work */\n')
+                before = snapshot(self.root)
+                with self.assertRaises(install.EditedFilesError) as cm:
+                    install.uninstall(self.root, self.version, SERIES)
+                self.assertIn(rel, str(cm.exception))
+                self.assertEqual(snapshot(self.root), before)
+                p.write_text(p.read_text().replace('/* my work */\n', ''))
+        p = self.root / SUITE
+        p.write_text(p.read_text() + '/* my work */\n')
+        install.uninstall(self.root, self.version, SERIES, force=True, save=self.save)
+        self.assertEqual(snapshot(self.root), self.pristine)
+        self.assertIn('/* my work */', (self.save / SUITE).read_text())
+
+    def test_cli_names_the_file_and_exits_2(self) -> None:
+        self.edit(DRIVER, '#include "irq-gic-v3-its-kunit.c"', '')
+        for cmd in ('install', 'uninstall'):
+            r = cli(cmd, '--kdir', str(self.root))
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(DRIVER, r.stderr)
+            self.assertNotIn('Traceback', r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+
+
+class InterruptionTest(Base):
+    """Kill or fail install and uninstall after the 1st, 2nd, ... N-th write."""
+
+    def check_every_write(self, op: str) -> None:
+        if op == 'uninstall':
+            install.install(self.root, self.version, SERIES)
+        start = snapshot(self.root)
+        installed = self.installed_snapshot()
+        work = self.tmp / 'work'
+        shutil.copytree(self.root, work)
+        install.set_fault(None)
+        getattr(install, op)(work, self.version, SERIES)
+        total = install.writes_done()
+        shutil.rmtree(work)
+        self.assertGreater(total, 10)
+        for mode in ('kill', 'fail'):
+            for n in range(total):
+                for then in ('uninstall', 'install'):
+                    with self.subTest(op=op, mode=mode, after=n, then=then):
+                        shutil.copytree(self.root, work)
+                        if mode == 'kill':
+                            r = cli(op, '--kdir', str(work), env={
+                                'KLOC_FAULT_AFTER': str(n), 'KLOC_FAULT_MODE': 'kill'})
+                            self.assertEqual(r.returncode, -9, r.stderr)
+                        else:
+                            install.set_fault(n, 'fail')
+                            with self.assertRaises(OSError):
+                                getattr(install, op)(work, self.version, SERIES)
+                            install.set_fault(None)
+                        self.assertNotEqual(snapshot(work), {}, 'the tree is gone')
+                        r = cli(then, '--kdir', str(work))
+                        self.assertEqual(r.returncode, 0, r.stderr)
+                        self.assertEqual(snapshot(work),
+                                         self.pristine if then == 'uninstall' else installed)
+                        shutil.rmtree(work)
+        self.assertEqual(snapshot(self.root), start)
+
+    def test_install_interrupted_at_every_write(self) -> None:
+        self.check_every_write('install')
+
+    def test_uninstall_interrupted_at_every_write(self) -> None:
+        self.check_every_write('uninstall')
+
+
+class LostStateTest(Base):
+    def setUp(self) -> None:
+        super().setUp()
+        install.install(self.root, self.version, SERIES)
+        self.installed = snapshot(self.root)
+
+    def test_kloc_deleted(self) -> None:
+        shutil.rmtree(self.root / install.STATE_DIR)
+        r = cli('uninstall', '--kdir', str(self.root))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(snapshot(self.root), self.pristine)
+        self.assertIn('rebuilt', r.stderr)
+
+    def test_kloc_deleted_then_install(self) -> None:
+        shutil.rmtree(self.root / install.STATE_DIR)
+        r = cli('install', '--kdir', str(self.root))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(snapshot(self.root), self.installed)
+
+    def test_a_saved_original_is_missing(self) -> None:
+        (self.root / install.STATE_DIR / 'orig' / DRIVER).unlink()
+        before = snapshot(self.root)
+        r = cli('uninstall', '--kdir', str(self.root))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertNotIn('Traceback', r.stderr)
+        self.assertIn(DRIVER, r.stderr)
+        self.assertIn('FORCE=1', r.stderr)
+        self.assertEqual(snapshot(self.root), before, 'a refused uninstall wrote something')
+        r = cli('uninstall', '--kdir', str(self.root), env={'FORCE': '1'})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(snapshot(self.root), self.pristine)
+
+    def test_a_damaged_manifest(self) -> None:
+        for text in ('[]', '{"files": [1]}', '{', '\xff', '{"files": {"x": 3}}'):
+            with self.subTest(manifest=text):
+                (self.root / install.STATE_DIR / install.MANIFEST).write_text(text)
+                for cmd in ('install', 'uninstall'):
+                    r = cli(cmd, '--kdir', str(self.root))
+                    self.assertEqual(r.returncode, 2, r.stderr)
+                    self.assertNotIn('Traceback', r.stderr)
+                    self.assertIn(install.MANIFEST, r.stderr)
+                    self.assertIn('FORCE=1', r.stderr)
+        r = cli('uninstall', '--kdir', str(self.root), env={'FORCE': '1'})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(snapshot(self.root), self.pristine)
+
+    def test_a_format_1_manifest_still_uninstalls(self) -> None:
+        state = self.root / install.STATE_DIR
+        m = install.read_manifest(self.root)
+        assert m is not None
+        files = {rel: r.original is not None for rel, r in m.files.items()}
+        (state / install.MANIFEST).write_text(
+            '{"files": %s, "series": [], "version": "x"}' %
+            str(files).replace("'", '"').replace('True', 'true').replace('False', 'false'))
+        install.uninstall(self.root, self.version, SERIES)
+        self.assertEqual(snapshot(self.root), self.pristine)
+
+
+if __name__ == '__main__':
+    unittest.main()
