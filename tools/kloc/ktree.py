@@ -3,14 +3,19 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import re
 import shutil
 import subprocess
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import progress
+from . import install, progress, series
+from .paths import cache_dir
 from .version import KernelVersion, VersionError, tree_version
 from .errors import KlocError
 
@@ -19,6 +24,8 @@ STAMP = '.kloc-extracted'
 # Files every usable tree has; a tree missing one is damaged.
 KEY_FILES = ('Makefile', 'Kconfig', 'tools/testing/kunit/kunit.py',
              'scripts/checkpatch.pl', 'drivers/irqchip/irq-gic-v3-its.c')
+# Checked by content too: the files the suites are about.
+CONTENT_FILES = ('mm/percpu.c', 'drivers/net/loopback.c')
 
 
 class TreeError(KlocError):
@@ -59,8 +66,13 @@ def user_tree(kdir: str) -> Tree:
     return Tree(path, version, 'kdir')
 
 
+def source_dir() -> Path:
+    """Where Debian's linux-source-X packages put their tarballs."""
+    return Path(os.environ.get('KLOC_LINUX_SOURCE_DIR', '/usr/src'))
+
+
 def _tarball(kernel: str) -> Path:
-    return Path(f'/usr/src/linux-source-{kernel}.tar.xz')
+    return source_dir() / f'linux-source-{kernel}.tar.xz'
 
 
 def _stamp_for(tarball: Path) -> dict[str, object]:
@@ -68,13 +80,53 @@ def _stamp_for(tarball: Path) -> dict[str, object]:
     return {'tarball': str(tarball), 'size': st.st_size, 'mtime_ns': st.st_mtime_ns}
 
 
+def checked_files(version: KernelVersion) -> list[str]:
+    """Files whose content is checked on every use: the key files and the series'."""
+    files = set(KEY_FILES) | set(CONTENT_FILES)
+    files |= set(install.series_files(version, series.load_series()))
+    return sorted(files)
+
+
+def _hashes(root: Path, files: list[str]) -> dict[str, str | None]:
+    return {rel: install.sha((root / rel).read_bytes()) if (root / rel).is_file() else None
+            for rel in files}
+
+
+def _damage(dest: Path, version: KernelVersion, want: dict[str, str | None]) -> list[str]:
+    """The checked files whose content is neither the tarball's nor the package's."""
+    try:
+        m = install.read_manifest(dest)
+    except install.InstallError:
+        m = None
+    managed = m.files if m else {}
+    bad = []
+    for rel, h in sorted(want.items()):
+        p = dest / rel
+        cur = install.sha(p.read_bytes()) if p.is_file() else None
+        r = managed.get(rel)
+        if r is None:
+            if cur != h:
+                bad.append(rel)
+            continue
+        orig = dest / install.STATE_DIR / 'orig' / rel
+        saved = install.sha(orig.read_bytes()) if orig.is_file() else None
+        if saved != h:
+            bad.append(f'{rel} (its saved original)')
+        elif cur != r.installed and cur != h and not install.carries_package(
+                rel, p.read_bytes() if p.is_file() else None, version,
+                series.load_series()):
+            bad.append(rel)
+    return bad
+
+
 def _tree_is_good(dest: Path, kernel: str, want: dict[str, object]) -> str:
-    """Return '' if dest is a finished extraction of want, else why not."""
+    """Return '' if dest is a finished, undamaged extraction of want, else why not."""
     try:
         stamp = json.loads((dest / STAMP).read_text())
     except (OSError, ValueError):
         return 'no completion stamp'
-    if stamp != want:
+    if not isinstance(stamp, dict) or \
+            {k: stamp.get(k) for k in want} != want:
         return 'the linux-source package changed since it was extracted'
     try:
         version = check_tree(dest)
@@ -82,11 +134,60 @@ def _tree_is_good(dest: Path, kernel: str, want: dict[str, object]) -> str:
         return str(e)
     if version.series != kernel:
         return f'it holds {version}, not {kernel}'
+    hashes = stamp.get('hashes')
+    if not isinstance(hashes, dict):
+        return 'its stamp has no content hashes (made by an older kloc)'
+    bad = _damage(dest, version, hashes)
+    if bad:
+        return f'damaged: {", ".join(bad)} differ from {want["tarball"]}'
     return ''
 
 
+def _clean_leftovers(src: Path) -> None:
+    """Half-extracted trees and half-deleted old ones of runs that were killed."""
+    for p in src.glob('.tmp-src-*'):
+        pid = p.name.rsplit('-', 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+            continue
+        progress.say(f'removing {p}, left by an interrupted extraction')
+        shutil.rmtree(p, ignore_errors=True)
+    for p in src.glob('.old-src-*'):
+        shutil.rmtree(p, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _save_damaged(dest: Path, files: list[str]) -> None:
+    """Keep a copy of the files that differ, in case they were somebody's work."""
+    to = cache_dir() / 'dropped-edits' / time.strftime('%Y%m%d-%H%M%S')
+    saved = []
+    for rel in files:
+        p = dest / rel.split(' (')[0]
+        if p.is_file():
+            (to / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(p, to / rel)
+            saved.append(rel)
+    if saved:
+        progress.say(f'copies of the damaged files are in {to}: {", ".join(saved)}')
+
+
 def debian_tree(kernel: str, cache: Path) -> Tree:
-    """Extract Debian's linux-source-<kernel> once into the cache, and reuse it."""
+    """Extract Debian's linux-source-<kernel> once into the cache, and reuse it.
+
+    Every use checks the key files and the files the package touches by
+    content against the tarball's (or the package's, where installed). A
+    damaged tree is extracted again, into a temporary directory that is
+    renamed into place; an extraction that is killed leaves only that
+    temporary directory, which the next run removes.
+    """
     if kernel not in SUPPORTED_KERNELS:
         raise TreeError(f'KERNEL={kernel} is not supported; use one of '
                         f'{", ".join(SUPPORTED_KERNELS)}, or KDIR=/path/to/tree')
@@ -99,31 +200,74 @@ def debian_tree(kernel: str, cache: Path) -> Tree:
     src = cache / 'trees' / f'linux-{kernel}'
     dest = src / 'src'
     want = _stamp_for(tarball)
-    if dest.exists():
-        why = _tree_is_good(dest, kernel, want)
-        if not why:
-            return Tree(dest, check_tree(dest), 'debian')
-        progress.say(f'{dest} is unusable ({why}); extracting it again')
-        shutil.rmtree(dest)
     src.mkdir(parents=True, exist_ok=True)
+    with open(src / '.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _clean_leftovers(src)
+        if dest.exists():
+            why = _tree_is_good(dest, kernel, want)
+            if not why:
+                return Tree(dest, check_tree(dest), 'debian')
+            if why.startswith('its stamp has no content hashes'):
+                why = _upgrade_stamp(dest, tarball, kernel, want)
+                if not why:
+                    return Tree(dest, check_tree(dest), 'debian')
+            progress.say(f'{dest} is unusable ({why}); extracting it again')
+            damaged = re.match(r'damaged: (.*) differ from ', why)
+            if damaged:
+                _save_damaged(dest, damaged.group(1).split(', '))
+            old = src / f'.old-src-{os.getpid()}'
+            dest.rename(old)
+            shutil.rmtree(old)
+        version = _extract(tarball, kernel, src, want)
+    progress.say(f'extracted Linux {version}')
+    return Tree(dest, version, 'debian')
+
+
+def _extract(tarball: Path, kernel: str, src: Path, want: dict[str, object]) -> KernelVersion:
     tmp = src / f'.tmp-src-{os.getpid()}'
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
-    progress.say(f'extracting {tarball} into {dest}')
+    progress.say(f'extracting {tarball} into {src / "src"}')
+    done = False
     try:
         subprocess.run(['tar', '-xJf', str(tarball), '-C', str(tmp), '--strip-components=1'],
                        check=True)
         version = check_tree(tmp)
         if version.series != kernel:
             raise TreeError(f'{tarball} holds Linux {version}, not {kernel}')
-        (tmp / STAMP).write_text(json.dumps(want, sort_keys=True))
-        tmp.rename(dest)
-    except (subprocess.CalledProcessError, TreeError):
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    progress.say(f'extracted Linux {version}')
-    return Tree(dest, version, 'debian')
+        stamp = dict(want, hashes=_hashes(tmp, checked_files(version)))
+        (tmp / STAMP).write_text(json.dumps(stamp, sort_keys=True))
+        tmp.rename(src / 'src')
+        done = True
+    except subprocess.CalledProcessError as e:
+        raise TreeError(f'extracting {tarball} failed (tar exited {e.returncode}); check '
+                        'the disk space (df -h) and the package (apt-get install '
+                        f'--reinstall linux-source-{kernel})') from None
+    finally:
+        if not done:        # also on Ctrl-C and SIGTERM: no half tree is left
+            shutil.rmtree(tmp, ignore_errors=True)
+    return version
+
+
+def _upgrade_stamp(dest: Path, tarball: Path, kernel: str, want: dict[str, object]) -> str:
+    """Add content hashes to an older stamp, from the tarball itself; '' if the tree is good."""
+    version = check_tree(dest)
+    files = checked_files(version)
+    progress.say(f'{dest}: checking its content against {tarball} (once)')
+    with tempfile.TemporaryDirectory(prefix='kloc-stamp-') as tmp:
+        top = f'linux-source-{kernel}'       # Debian's tarballs have this top directory
+        subprocess.run(['tar', '-xJf', str(tarball), '-C', tmp, '--strip-components=1',
+                        '--ignore-failed-read', *[f'{top}/{f}' for f in files]],
+                       capture_output=True)
+        hashes = _hashes(Path(tmp), files)
+    bad = _damage(dest, version, hashes)
+    if bad:
+        return f'damaged: {", ".join(bad)} differ from {tarball}'
+    stamp = dict(want, hashes=hashes)
+    (dest / STAMP).write_text(json.dumps(stamp, sort_keys=True))
+    return ''
 
 
 def uncommitted(path: Path) -> list[str]:

@@ -47,7 +47,7 @@ def pristine_tree(dest: Path, kernel: str = '6.12') -> tuple[Path, KernelVersion
     """A small tree: the key files of a kernel tree and every file the series touches."""
     tree = debian_tree(kernel)
     _, read = install.pristine_reader(tree.path)      # the cache may carry the package
-    for rel in set(ktree.KEY_FILES) | set(install.series_files(tree.version, SERIES)):
+    for rel in set(ktree.checked_files(tree.version)):
         data = read(rel)
         if data is None:
             continue
