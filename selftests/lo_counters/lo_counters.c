@@ -11,6 +11,9 @@
  * per-CPU copies (RTM_GETLINK), rose by exactly the number of datagrams
  * sent. It runs in a network namespace of its own, so lo carries nothing
  * else.
+ *
+ * A bad option is named, with its value, on one line of stderr, and the
+ * test exits KSFT_FAIL before it measures anything.
  */
 
 #define _GNU_SOURCE
@@ -19,6 +22,7 @@
 #include <linux/if_link.h>
 #include <linux/types.h>
 #include <linux/rtnetlink.h>
+#include <math.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -35,9 +39,12 @@
 
 #include "../kselftest.h"
 
+#define PROG		"lo_counters"
 #define MAX_THREADS	1024
 #define MAX_BATCH	256
 #define MAX_PAYLOAD	1472
+#define MAX_SECONDS	3600
+#define MAX_NODES	64
 #define BASE_PORT	20000
 
 struct options {
@@ -60,8 +67,41 @@ struct worker {
 	bool *stop;
 	__u64 sent;		/* every datagram sendmmsg() accepted */
 	__u64 measured;	/* those sent inside the measuring window */
-	int error;
+	int error;		/* an errno, from the call named below */
+	const char *failed;
 };
+
+/* One run of n pinned workers. */
+struct phase {
+	struct worker *w;
+	int n;
+	int started;		/* the threads pthread_create() started */
+	int create_err;		/* why thread started + 1 did not start */
+	double secs;		/* the measuring window, as timed */
+};
+
+struct lo_count {
+	__u64 rx;
+	__u64 tx;
+	__u64 dropped;	/* over netdev_max_backlog: neither tx nor rx */
+};
+
+struct measurement {
+	struct phase one;	/* one thread, on the first CPU */
+	struct phase all;	/* one thread per CPU */
+	struct lo_count c0, c1;	/* lo's counters before and after */
+};
+
+struct figures {
+	__u64 sent, tx, rx, dropped;
+	__u64 nodes[MAX_NODES];
+	double pps1, ppsn, eff;
+	bool one_ok, all_ok, counters_ok;
+};
+
+/* A usage error: "lo_counters: -X VALUE: why" on stderr; the value -1. */
+#define usage_error(c, val, fmt, ...) \
+	(fprintf(stderr, PROG ": -%c %s: " fmt "\n", c, val, ##__VA_ARGS__), -1)
 
 static double now(void)
 {
@@ -69,6 +109,24 @@ static double now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/*
+ * Sleep until CLOCK_MONOTONIC reads t seconds. Unlike usleep(), whose
+ * argument is 32 bits of microseconds, this cannot wrap, and a signal
+ * does not cut it short.
+ */
+static void sleep_until(double t)
+{
+	struct timespec ts = { .tv_sec = (time_t)t };
+
+	ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+	if (ts.tv_nsec < 0)
+		ts.tv_nsec = 0;
+	if (ts.tv_nsec > 999999999L)
+		ts.tv_nsec = 999999999L;
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
 }
 
 static int cpu_node(int cpu)
@@ -94,20 +152,23 @@ static void *worker_fn(void *arg)
 		.sin_port = htons(w->port),
 		.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
 	};
-	char *payload, *rxbuf;
+	char *payload = NULL, *rxbuf = NULL;
 	int rxfd = -1, txfd = -1, i, n;
 	cpu_set_t set;
 
 	CPU_ZERO(&set);
 	CPU_SET(w->cpu, &set);
-	if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set)) {
-		w->error = EINVAL;
+	n = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	if (n) {
+		w->error = n;
+		w->failed = "pthread_setaffinity_np";
 		return NULL;
 	}
 	payload = calloc(w->opt->batch, MAX_PAYLOAD);
 	rxbuf = calloc(w->opt->batch, MAX_PAYLOAD);
 	if (!payload || !rxbuf) {
 		w->error = ENOMEM;
+		w->failed = "calloc";
 		goto out;
 	}
 	rxfd = socket(AF_INET, SOCK_DGRAM, 0);
@@ -116,6 +177,7 @@ static void *worker_fn(void *arg)
 	    bind(rxfd, (struct sockaddr *)&addr, sizeof(addr)) ||
 	    connect(txfd, (struct sockaddr *)&addr, sizeof(addr))) {
 		w->error = errno;
+		w->failed = "socket/bind/connect";
 		goto out;
 	}
 	memset(tx, 0, sizeof(tx));
@@ -134,6 +196,7 @@ static void *worker_fn(void *arg)
 		n = sendmmsg(txfd, tx, w->opt->batch, 0);
 		if (n < 0 && errno != EAGAIN && errno != ENOBUFS) {
 			w->error = errno;
+			w->failed = "sendmmsg";
 			break;
 		}
 		if (n > 0) {
@@ -154,45 +217,48 @@ out:
 	return NULL;
 }
 
-/* Run one worker per CPU in cpus[0..n); 0, or a negative errno. */
-static int run_phase(const struct options *opt, int n, struct worker *w, double *secs)
+/*
+ * Run one worker per CPU in cpus[0..ph->n). Every thread that started is
+ * stopped and joined before this returns, also when a later one did not
+ * start: the workers read flags on this function's stack.
+ */
+static void run_phase(const struct options *opt, struct phase *ph)
 {
 	bool measuring = false, stop = false;
 	double start, end;
-	int i, err = 0;
+	int i;
 
-	for (i = 0; i < n; i++) {
-		memset(&w[i], 0, sizeof(w[i]));
-		w[i].cpu = opt->cpus[i];
-		w[i].node = cpu_node(w[i].cpu);
-		w[i].port = BASE_PORT + i;
-		w[i].opt = opt;
-		w[i].measuring = &measuring;
-		w[i].stop = &stop;
-		if (pthread_create(&w[i].thread, NULL, worker_fn, &w[i]))
-			return -EAGAIN;
+	ph->started = 0;
+	ph->create_err = 0;
+	ph->secs = 0;
+	for (i = 0; i < ph->n; i++) {
+		memset(&ph->w[i], 0, sizeof(ph->w[i]));
+		ph->w[i].cpu = opt->cpus[i];
+		ph->w[i].node = cpu_node(ph->w[i].cpu);
+		ph->w[i].port = BASE_PORT + i;
+		ph->w[i].opt = opt;
+		ph->w[i].measuring = &measuring;
+		ph->w[i].stop = &stop;
 	}
-	usleep(opt->warmup * 1e6);
-	__atomic_store_n(&measuring, true, __ATOMIC_RELAXED);
-	start = now();
-	usleep(opt->seconds * 1e6);
-	__atomic_store_n(&measuring, false, __ATOMIC_RELAXED);
-	end = now();
+	for (i = 0; i < ph->n; i++) {
+		ph->create_err = pthread_create(&ph->w[i].thread, NULL, worker_fn, &ph->w[i]);
+		if (ph->create_err)
+			break;
+		ph->started++;
+	}
+	if (!ph->create_err) {
+		sleep_until(now() + opt->warmup);
+		__atomic_store_n(&measuring, true, __ATOMIC_RELAXED);
+		start = now();
+		sleep_until(start + opt->seconds);
+		__atomic_store_n(&measuring, false, __ATOMIC_RELAXED);
+		end = now();
+		ph->secs = end - start;
+	}
 	__atomic_store_n(&stop, true, __ATOMIC_RELAXED);
-	for (i = 0; i < n; i++) {
-		pthread_join(w[i].thread, NULL);
-		if (w[i].error)
-			err = -w[i].error;
-	}
-	*secs = end - start;
-	return err;
+	for (i = 0; i < ph->started; i++)
+		pthread_join(ph->w[i].thread, NULL);
 }
-
-struct lo_count {
-	__u64 rx;
-	__u64 tx;
-	__u64 dropped;	/* over netdev_max_backlog: neither tx nor rx */
-};
 
 /* lo's packet counters, as the kernel sums them, through RTM_GETLINK. */
 static int lo_stats(struct lo_count *c)
@@ -259,76 +325,349 @@ static int lo_up(void)
 	return ret;
 }
 
-static void print_help(const char *prog)
+static void print_help(FILE *f)
 {
-	fprintf(stderr, "%s [-t threads] [-c cpu,...] [-d secs] [-w warmup]", prog);
-	fprintf(stderr, " [-s payload] [-b batch] [-j file|-]\n");
+	fprintf(f, "usage: " PROG " [-t threads] [-c cpu,...] [-d secs] [-w warmup]");
+	fprintf(f, " [-s payload] [-b batch] [-j file|-]\n");
+	fprintf(f, "  -t 1..CPUs  -d (0, %d] s  -w [0, %d] s  -s 1..%d bytes  -b 1..%d\n",
+		MAX_SECONDS, MAX_SECONDS, MAX_PAYLOAD, MAX_BATCH);
 }
 
+/* s, all of it, as a base-10 integer in [min, max]. */
+static bool parse_long(const char *s, long min, long max, long *val)
+{
+	char *end;
+
+	errno = 0;
+	*val = strtol(s, &end, 10);
+	return end != s && !*end && !errno && *val >= min && *val <= max;
+}
+
+/* s, all of it, as a finite number in [min, max]; open at min if so told. */
+static bool parse_double(const char *s, double min, bool open_min, double max, double *val)
+{
+	char *end;
+
+	errno = 0;
+	*val = strtod(s, &end);
+	if (end == s || *end || errno || !isfinite(*val))
+		return false;
+	return (open_min ? *val > min : *val >= min) && *val <= max;
+}
+
+/* The CPUs in set as a list of ranges, "0-3,8". */
+static void format_cpus(const cpu_set_t *set, char *buf, size_t len)
+{
+	size_t off = 0;
+	int i, j;
+
+	buf[0] = '\0';
+	for (i = 0; i < CPU_SETSIZE && off < len; i = j + 1) {
+		j = i;
+		if (!CPU_ISSET(i, set))
+			continue;
+		while (j + 1 < CPU_SETSIZE && CPU_ISSET(j + 1, set))
+			j++;
+		if (j > i)
+			off += snprintf(buf + off, len - off, "%s%d-%d", off ? "," : "", i, j);
+		else
+			off += snprintf(buf + off, len - off, "%s%d", off ? "," : "", i);
+	}
+}
+
+/* -c's list: each CPU a number, in this task's affinity, and listed once. */
+static int parse_cpus(const char *arg, const cpu_set_t *allowed, struct options *opt)
+{
+	const char *p = arg;
+	char cpus[256];
+	char *end;
+	long cpu;
+	int i;
+
+	for (;;) {
+		errno = 0;
+		cpu = strtol(p, &end, 10);
+		if (end == p || errno || (*end && *end != ',') || cpu < 0)
+			return usage_error('c', arg, "\"%.*s\" is not a CPU number",
+					   (int)strcspn(p, ","), p);
+		if (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, allowed)) {
+			format_cpus(allowed, cpus, sizeof(cpus));
+			return usage_error('c', arg,
+					   "CPU %ld is not online / not in this task's affinity (%s)",
+					   cpu, cpus);
+		}
+		for (i = 0; i < opt->nr_cpus; i++)
+			if (opt->cpus[i] == cpu)
+				return usage_error('c', arg, "CPU %ld is listed twice", cpu);
+		if (opt->nr_cpus == MAX_THREADS)
+			return usage_error('c', arg, "more than %d CPUs", MAX_THREADS);
+		opt->cpus[opt->nr_cpus++] = cpu;
+		if (!*end)
+			return 0;
+		p = end + 1;
+	}
+}
+
+/* 0 to run, 1 after -h, -1 after a usage error: named on stderr. */
 static int parse(int argc, char **argv, struct options *opt)
 {
-	int c, i, threads = 0;
-	char *tok, *save;
-	cpu_set_t set;
+	const char *threads = NULL;
+	cpu_set_t allowed;
+	bool listed;
+	long val;
+	int c, i;
 
 	*opt = (struct options){ .seconds = 2, .warmup = 0.5, .payload = 64, .batch = 32 };
-	while ((c = getopt(argc, argv, "t:c:d:w:s:b:j:h")) != -1) {
+	if (sched_getaffinity(0, sizeof(allowed), &allowed)) {
+		fprintf(stderr, PROG ": cannot read this task's CPU affinity: %s\n",
+			strerror(errno));
+		return -1;
+	}
+	opterr = 0;
+	while ((c = getopt(argc, argv, ":t:c:d:w:s:b:j:h")) != -1) {
 		switch (c) {
 		case 't':
-			threads = atoi(optarg);
+			threads = optarg;	/* checked against the CPUs below */
 			break;
 		case 'c':
-			for (tok = strtok_r(optarg, ",", &save); tok && opt->nr_cpus < MAX_THREADS;
-			     tok = strtok_r(NULL, ",", &save))
-				opt->cpus[opt->nr_cpus++] = atoi(tok);
+			if (parse_cpus(optarg, &allowed, opt))
+				return -1;
 			break;
 		case 'd':
-			opt->seconds = atof(optarg);
+			if (!parse_double(optarg, 0, true, MAX_SECONDS, &opt->seconds))
+				return usage_error(c, optarg,
+						   "the measuring time must be in (0, %d] seconds",
+						   MAX_SECONDS);
 			break;
 		case 'w':
-			opt->warmup = atof(optarg);
+			if (!parse_double(optarg, 0, false, MAX_SECONDS, &opt->warmup))
+				return usage_error(c, optarg,
+						   "the warm-up must be in [0, %d] seconds",
+						   MAX_SECONDS);
 			break;
 		case 's':
-			opt->payload = atoi(optarg);
+			if (!parse_long(optarg, 1, MAX_PAYLOAD, &val))
+				return usage_error(c, optarg, "the payload must be 1..%d bytes",
+						   MAX_PAYLOAD);
+			opt->payload = val;
 			break;
 		case 'b':
-			opt->batch = atoi(optarg);
+			if (!parse_long(optarg, 1, MAX_BATCH, &val))
+				return usage_error(c, optarg, "the batch must be 1..%d datagrams",
+						   MAX_BATCH);
+			opt->batch = val;
 			break;
 		case 'j':
 			opt->json = optarg;
 			break;
+		case 'h':
+			print_help(stdout);
+			return 1;
+		case ':':
+			fprintf(stderr, PROG ": -%c: needs a value\n", optopt);
+			print_help(stderr);
+			return -1;
 		default:
+			fprintf(stderr, PROG ": -%c: unknown option\n", optopt);
+			print_help(stderr);
 			return -1;
 		}
 	}
-	if (opt->seconds <= 0 || opt->warmup < 0 || opt->payload < 1 ||
-	    opt->payload > MAX_PAYLOAD || opt->batch < 1 || opt->batch > MAX_BATCH)
+	if (optind < argc) {
+		fprintf(stderr, PROG ": %s: unexpected argument\n", argv[optind]);
+		print_help(stderr);
 		return -1;
-	if (!opt->nr_cpus) {
-		if (sched_getaffinity(0, sizeof(set), &set))
-			return -1;
+	}
+	listed = opt->nr_cpus > 0;
+	if (!listed) {
 		for (i = 0; i < CPU_SETSIZE && opt->nr_cpus < MAX_THREADS; i++)
-			if (CPU_ISSET(i, &set))
+			if (CPU_ISSET(i, &allowed))
 				opt->cpus[opt->nr_cpus++] = i;
 	}
-	if (threads > 0 && threads < opt->nr_cpus)
-		opt->nr_cpus = threads;
-	return opt->nr_cpus ? 0 : -1;
+	if (!opt->nr_cpus) {
+		fprintf(stderr, PROG ": this task may run on no CPU\n");
+		return -1;
+	}
+	if (threads) {
+		if (!parse_long(threads, 1, opt->nr_cpus, &val))
+			return usage_error('t', threads, "threads must be 1..%d (the CPUs %s)",
+					   opt->nr_cpus,
+					   listed ? "given with -c" : "this task may run on");
+		opt->nr_cpus = val;
+	}
+	return 0;
+}
+
+/* Both phases, between two readings of lo's counters; -1 if one failed. */
+static int measure(const struct options *opt, struct measurement *m)
+{
+	if (lo_stats(&m->c0))
+		return -1;
+	m->one.n = 1;
+	run_phase(opt, &m->one);
+	m->all.n = opt->nr_cpus;
+	run_phase(opt, &m->all);
+	return lo_stats(&m->c1);
+}
+
+static double rate(__u64 count, double secs)
+{
+	return secs > 0 ? count / secs : 0;
+}
+
+/* Why a worker's figure cannot count, or NULL. */
+static const char *worker_fault(const struct worker *w)
+{
+	if (w->error)
+		return strerror(w->error);
+	if (!w->measured)
+		return "sent no datagrams in the measuring window";
+	return NULL;
+}
+
+/* A phase passes when every thread started, and each one sent. */
+static bool phase_ok(const struct phase *ph)
+{
+	int i;
+
+	if (ph->create_err || ph->started != ph->n)
+		return false;
+	for (i = 0; i < ph->n; i++)
+		if (worker_fault(&ph->w[i]))
+			return false;
+	return true;
+}
+
+static void check(const struct measurement *m, struct figures *f)
+{
+	const struct worker *w;
+	int i;
+
+	memset(f, 0, sizeof(*f));
+	f->sent = m->one.w[0].sent;
+	f->pps1 = rate(m->one.w[0].measured, m->one.secs);
+	for (i = 0; i < m->all.n; i++) {
+		w = &m->all.w[i];
+		f->sent += w->sent;
+		f->ppsn += rate(w->measured, m->all.secs);
+		f->nodes[w->node % MAX_NODES] += w->measured;
+	}
+	f->eff = f->pps1 > 0 ? f->ppsn / (m->all.n * f->pps1) : 0;
+	f->tx = m->c1.tx - m->c0.tx;
+	f->rx = m->c1.rx - m->c0.rx;
+	f->dropped = m->c1.dropped - m->c0.dropped;
+	f->one_ok = phase_ok(&m->one);
+	f->all_ok = phase_ok(&m->all);
+	/* A datagram the backlog had no room for is a drop, not a count. */
+	f->counters_ok = f->sent && f->tx + f->dropped == f->sent && f->rx == f->tx;
+}
+
+/* Why a phase failed: one diagnostic line per cause. */
+static void report_faults(const struct phase *ph)
+{
+	const char *why;
+	int i;
+
+	if (ph->create_err)
+		ksft_print_msg("cannot start thread %d of %d: %s\n", ph->started + 1, ph->n,
+			       strerror(ph->create_err));
+	for (i = 0; i < ph->started; i++) {
+		why = worker_fault(&ph->w[i]);
+		if (why && ph->w[i].error)
+			ksft_print_msg("cpu %d: %s: %s\n", ph->w[i].cpu, ph->w[i].failed, why);
+		else if (why)
+			ksft_print_msg("cpu %d: %s\n", ph->w[i].cpu, why);
+	}
+}
+
+static void report(const struct options *opt, const struct measurement *m,
+		   const struct figures *f)
+{
+	const struct worker *w;
+	int i;
+
+	ksft_print_msg("1 thread on cpu %d: %.0f packets/s (%d-byte payload, batch %d)\n",
+		       m->one.w[0].cpu, f->pps1, opt->payload, opt->batch);
+	if (!f->one_ok)
+		report_faults(&m->one);
+	ksft_test_result(f->one_ok, "single thread sends\n");
+
+	for (i = 0; i < m->all.n; i++) {
+		w = &m->all.w[i];
+		ksft_print_msg("cpu %d node %d: %.0f packets/s\n", w->cpu, w->node,
+			       rate(w->measured, m->all.secs));
+	}
+	for (i = 0; i < MAX_NODES; i++)
+		if (f->nodes[i])
+			ksft_print_msg("node %d: %.0f packets/s\n", i,
+				       rate(f->nodes[i], m->all.secs));
+	ksft_print_msg("%d threads: %.0f packets/s in total, scaling efficiency %.3f\n",
+		       m->all.n, f->ppsn, f->eff);
+	if (!f->all_ok)
+		report_faults(&m->all);
+	ksft_test_result(f->all_ok, "one thread per CPU sends\n");
+
+	if (f->dropped)
+		ksft_print_msg("lo dropped %llu datagrams over netdev_max_backlog\n",
+			       (unsigned long long)f->dropped);
+	if (f->tx + f->dropped != f->sent || f->rx != f->tx)
+		ksft_print_msg("lo counted tx %llu rx %llu drop %llu of %llu sent: off by %lld\n",
+			       (unsigned long long)f->tx, (unsigned long long)f->rx,
+			       (unsigned long long)f->dropped, (unsigned long long)f->sent,
+			       (long long)(f->tx + f->dropped - f->sent));
+	if (!f->sent)
+		ksft_print_msg("no datagrams were sent: lo's counters have nothing to match\n");
+	ksft_test_result(f->counters_ok, "lo counters rose by exactly the %llu datagrams sent\n",
+			 (unsigned long long)f->sent);
+}
+
+/* The JSON record: tools/kloc (figures.py, guest.py, mutants.py) reads it. */
+static void write_json(FILE *json, const struct measurement *m, const struct options *opt,
+		       const struct figures *f)
+{
+	const struct worker *w;
+	int i;
+
+	fprintf(json, "{\"payload\": %d, \"batch\": %d, \"seconds\": %.3f, ",
+		opt->payload, opt->batch, m->all.secs);
+	fprintf(json, "\"threads\": %d, \"pps_single\": %.0f, \"pps_total\": %.0f, ",
+		m->all.n, f->pps1, f->ppsn);
+	fprintf(json, "\"scaling_efficiency\": %.4f, \"sent\": %llu, ", f->eff,
+		(unsigned long long)f->sent);
+	fprintf(json, "\"lo_tx\": %llu, \"lo_rx\": %llu, \"lo_dropped\": %llu, ",
+		(unsigned long long)f->tx, (unsigned long long)f->rx,
+		(unsigned long long)f->dropped);
+	fprintf(json, "\"per_cpu\": [");
+	for (i = 0; i < m->all.n; i++) {
+		w = &m->all.w[i];
+		fprintf(json, "%s{\"cpu\": %d, \"node\": %d, \"pps\": %.0f}", i ? ", " : "",
+			w->cpu, w->node, rate(w->measured, m->all.secs));
+	}
+	fprintf(json, "]}\n");
+	if (json != stdout)
+		fclose(json);
 }
 
 int main(int argc, char **argv)
 {
 	static struct worker one[1], all[MAX_THREADS];
-	__u64 sent = 0, nodes[64] = { 0 }, tx, rx, dropped;
-	struct lo_count c0, c1;
-	double secs1, secsn, pps1, ppsn = 0, eff;
+	struct measurement m = { .one.w = one, .all.w = all };
 	struct options opt;
+	struct figures f;
 	FILE *json = NULL;
-	int i, err;
+	int ret;
 
-	if (parse(argc, argv, &opt)) {
-		print_help(argv[0]);
-		return KSFT_FAIL;
+	ret = parse(argc, argv, &opt);
+	if (ret)
+		return ret < 0 ? KSFT_FAIL : KSFT_PASS;
+	/* A record that cannot be written is a usage error too: before measuring. */
+	if (opt.json) {
+		json = strcmp(opt.json, "-") ? fopen(opt.json, "w") : stdout;
+		if (!json) {
+			fprintf(stderr, PROG ": -j %s: cannot write it: %s\n", opt.json,
+				strerror(errno));
+			return KSFT_FAIL;
+		}
 	}
 	ksft_print_header();
 	if (unshare(CLONE_NEWNET)) {
@@ -338,71 +677,11 @@ int main(int argc, char **argv)
 	if (lo_up())
 		ksft_exit_fail_msg("cannot bring lo up: %s\n", strerror(errno));
 	ksft_set_plan(3);
-	if (lo_stats(&c0))
+	if (measure(&opt, &m))
 		ksft_exit_fail_msg("RTM_GETLINK gave no IFLA_STATS64 for lo\n");
-
-	err = run_phase(&opt, 1, one, &secs1);
-	pps1 = one[0].measured / secs1;
-	sent += one[0].sent;
-	ksft_print_msg("1 thread on cpu %d: %.0f packets/s (%d-byte payload, batch %d)\n",
-		       one[0].cpu, pps1, opt.payload, opt.batch);
-	ksft_test_result(!err && one[0].measured, "single thread sends\n");
-
-	err = run_phase(&opt, opt.nr_cpus, all, &secsn);
-	for (i = 0; i < opt.nr_cpus; i++) {
-		double pps = all[i].measured / secsn;
-
-		ppsn += pps;
-		sent += all[i].sent;
-		nodes[all[i].node % 64] += all[i].measured;
-		ksft_print_msg("cpu %d node %d: %.0f packets/s\n", all[i].cpu, all[i].node, pps);
-	}
-	for (i = 0; i < 64; i++)
-		if (nodes[i])
-			ksft_print_msg("node %d: %.0f packets/s\n", i, nodes[i] / secsn);
-	eff = pps1 > 0 ? ppsn / (opt.nr_cpus * pps1) : 0;
-	ksft_print_msg("%d threads: %.0f packets/s in total, scaling efficiency %.3f\n",
-		       opt.nr_cpus, ppsn, eff);
-	ksft_test_result(!err && ppsn > 0, "one thread per CPU sends\n");
-
-	if (lo_stats(&c1))
-		ksft_exit_fail_msg("RTM_GETLINK gave no IFLA_STATS64 for lo\n");
-	tx = c1.tx - c0.tx;
-	rx = c1.rx - c0.rx;
-	dropped = c1.dropped - c0.dropped;
-	/* A datagram the backlog had no room for is a drop, not a count. */
-	if (dropped)
-		ksft_print_msg("lo dropped %llu datagrams over netdev_max_backlog\n",
-			       (unsigned long long)dropped);
-	if (tx + dropped != sent || rx != tx)
-		ksft_print_msg("lo counted tx %llu rx %llu drop %llu of %llu sent: off by %lld\n",
-			       (unsigned long long)tx, (unsigned long long)rx,
-			       (unsigned long long)dropped, (unsigned long long)sent,
-			       (long long)(tx + dropped - sent));
-	ksft_test_result(tx + dropped == sent && rx == tx,
-			 "lo counters rose by exactly the %llu datagrams sent\n",
-			 (unsigned long long)sent);
-
-	if (opt.json) {
-		json = strcmp(opt.json, "-") ? fopen(opt.json, "w") : stdout;
-		if (!json)
-			ksft_exit_fail_msg("cannot write %s: %s\n", opt.json, strerror(errno));
-		fprintf(json, "{\"payload\": %d, \"batch\": %d, \"seconds\": %.3f, ",
-			opt.payload, opt.batch, secsn);
-		fprintf(json, "\"threads\": %d, \"pps_single\": %.0f, \"pps_total\": %.0f, ",
-			opt.nr_cpus, pps1, ppsn);
-		fprintf(json, "\"scaling_efficiency\": %.4f, \"sent\": %llu, ", eff,
-			(unsigned long long)sent);
-		fprintf(json, "\"lo_tx\": %llu, \"lo_rx\": %llu, \"lo_dropped\": %llu, ",
-			(unsigned long long)tx, (unsigned long long)rx,
-			(unsigned long long)dropped);
-		fprintf(json, "\"per_cpu\": [");
-		for (i = 0; i < opt.nr_cpus; i++)
-			fprintf(json, "%s{\"cpu\": %d, \"node\": %d, \"pps\": %.0f}", i ? ", " : "",
-				all[i].cpu, all[i].node, all[i].measured / secsn);
-		fprintf(json, "]}\n");
-		if (json != stdout)
-			fclose(json);
-	}
+	check(&m, &f);
+	report(&opt, &m, &f);
+	if (json)
+		write_json(json, &m, &opt, &f);
 	ksft_finished();
 }

@@ -1,0 +1,311 @@
+# SPDX-License-Identifier: GPL-2.0
+"""The lo_counters kselftest itself: bad options, faults, and one short real run.
+
+The selftest is built standalone, with its own Makefile, into a temporary
+directory against a cached kernel tree's tools/testing/selftests (skipped
+when there is none). A bad option must be refused on one line of stderr
+that names the option and its value, with exit 1 (KSFT_FAIL), before any
+measurement: fast, and with no KTAP result lines. The faults (a thread
+that cannot start, a CPU that sends nothing) are injected with an
+LD_PRELOAD shim, and the runs need a network namespace: root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+from pathlib import Path
+
+from kloc import figures
+from kloc.paths import PACKAGE_ROOT, cache_dir
+
+SOURCE = PACKAGE_ROOT / 'selftests' / 'lo_counters'
+RESULT = re.compile(r'^(not )?ok \d+ ', re.M)
+# The default run measures for 2 x (0.5 + 2) s: a refusal takes far less.
+FAST = 2.0
+# A short real run: two phases of 0.1 s warm-up and 0.2 s measuring.
+SHORT = ['-d', '0.2', '-w', '0.1']
+
+# Fails the Nth pthread_create() ($SHIM_FAIL_CREATE) with EAGAIN; makes
+# sendmmsg() send nothing on CPU $SHIM_MUTE_CPU (-1: on every CPU).
+SHIM = r'''
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+
+typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+typedef int (*sendmmsg_fn)(int, struct mmsghdr *, unsigned int, int);
+
+static int calls;
+
+int pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg)
+{
+	const char *fail = getenv("SHIM_FAIL_CREATE");
+	create_fn real = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
+
+	if (fail && __atomic_add_fetch(&calls, 1, __ATOMIC_SEQ_CST) == atoi(fail))
+		return EAGAIN;
+	return real(t, a, fn, arg);
+}
+
+int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
+{
+	const char *mute = getenv("SHIM_MUTE_CPU");
+	sendmmsg_fn real = (sendmmsg_fn)dlsym(RTLD_NEXT, "sendmmsg");
+
+	if (mute && (atoi(mute) < 0 || atoi(mute) == sched_getcpu())) {
+		errno = EAGAIN;
+		return -1;
+	}
+	return real(fd, v, n, flags);
+}
+'''
+
+
+def ksft_dir() -> Path:
+    """A cached kernel tree's tools/testing/selftests, for kselftest.h."""
+    for kernel in ('6.12', '6.1'):
+        d = cache_dir() / 'trees' / f'linux-{kernel}' / 'src' / 'tools/testing/selftests'
+        if (d / 'kselftest.h').is_file():
+            return d
+    raise unittest.SkipTest(f'no kernel tree with tools/testing/selftests in {cache_dir()}'
+                            ' (make tree)')
+
+
+class Built:
+    """The selftest and the shim, built once for the module."""
+    tmp: tempfile.TemporaryDirectory[str] | None = None
+    binary = Path()
+    shim = Path()
+
+
+def setUpModule() -> None:
+    ksft = ksft_dir()
+    if shutil.which('cc') is None or shutil.which('make') is None:
+        raise unittest.SkipTest('no cc or make')
+    Built.tmp = tempfile.TemporaryDirectory(prefix='kloc-lo_counters-')
+    build = Path(Built.tmp.name) / 'lo_counters'
+    build.mkdir()
+    for name in ('Makefile', 'lo_counters.c'):
+        shutil.copy2(SOURCE / name, build / name)
+    # CFLAGS on the command line, as kselftest-host.sh does: no warnings.
+    r = subprocess.run(['make', '-s', '-C', str(build), f'KSFT_DIR={ksft}',
+                        'CFLAGS=-O2 -Wall -Wextra -Werror'],
+                       capture_output=True, text=True)
+    if r.returncode:
+        raise AssertionError(f'lo_counters does not build:\n{r.stdout}{r.stderr}')
+    Built.binary = build / 'lo_counters'
+    src = Path(Built.tmp.name) / 'shim.c'
+    src.write_text(SHIM)
+    Built.shim = Path(Built.tmp.name) / 'shim.so'
+    subprocess.run(['cc', '-O2', '-Wall', '-Wextra', '-Werror', '-shared', '-fPIC', '-o',
+                    str(Built.shim), str(src), '-ldl'], check=True)
+
+
+def tearDownModule() -> None:
+    if Built.tmp is not None:
+        Built.tmp.cleanup()
+
+
+class Run:
+    def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
+        start = time.monotonic()
+        r = subprocess.run([str(Built.binary), *args], capture_output=True, text=True,
+                           timeout=30, env=dict(os.environ, **(env or {})))
+        self.seconds = time.monotonic() - start
+        self.rc = r.returncode
+        self.stdout = r.stdout
+        self.stderr = r.stderr
+
+    def results(self) -> list[str]:
+        return [x for x in self.stdout.splitlines() if RESULT.match(x)]
+
+    def __str__(self) -> str:
+        return f'exit {self.rc} in {self.seconds:.2f} s\n{self.stdout}{self.stderr}'
+
+
+def allowed_cpus() -> list[int]:
+    return sorted(os.sched_getaffinity(0))
+
+
+class BadOptions(unittest.TestCase):
+    """Each is refused, named with its value, exit 1, before measuring anything."""
+
+    def refused(self, args: list[str], message: str) -> None:
+        with self.subTest(args=args):
+            r = Run(args)
+            self.assertEqual(r.rc, 1, str(r))
+            self.assertIn(message, r.stderr, str(r))
+            self.assertEqual(len(r.stderr.splitlines()), 1, str(r))
+            self.assertLess(r.seconds, FAST, str(r))
+            self.assertIsNone(RESULT.search(r.stdout), str(r))
+            self.assertNotIn('TAP version', r.stdout, str(r))
+
+    def test_threads(self) -> None:
+        n = min(len(allowed_cpus()), 1024)
+        for value in ('0', 'abc', '100000', '-1', '2x', '', str(n + 1)):
+            self.refused(['-t', value], f'lo_counters: -t {value}: threads must be 1..{n}')
+
+    def test_threads_against_the_listed_cpus(self) -> None:
+        cpu = allowed_cpus()[0]
+        self.refused(['-c', str(cpu), '-t', '2'], '-t 2: threads must be 1..1 (the CPUs given '
+                     'with -c)')
+
+    def test_cpus(self) -> None:
+        cpus = allowed_cpus()
+        self.refused(['-c', 'abc'], 'lo_counters: -c abc: "abc" is not a CPU number')
+        self.refused(['-c', f'{cpus[0]},'], f'-c {cpus[0]},: "" is not a CPU number')
+        self.refused(['-c', '-1'], '-c -1: "-1" is not a CPU number')
+        self.refused(['-c', f'{cpus[0]},{cpus[0]}'], f'CPU {cpus[0]} is listed twice')
+        for cpu in (999, 1024, 99999999):
+            if cpu not in cpus:
+                self.refused(['-c', str(cpu)], f'lo_counters: -c {cpu}: CPU {cpu} is not '
+                             "online / not in this task's affinity")
+                self.refused(['-c', f'{cpus[0]},{cpu}'], f'-c {cpus[0]},{cpu}: CPU {cpu} is '
+                             'not online')
+
+    def test_seconds(self) -> None:
+        # 4295 s wrapped usleep()'s 32-bit microseconds into a 33 ms run.
+        for value in ('4295', '3600.5', '0', '-1', 'abc', '1s', 'nan', 'inf', '1e999'):
+            self.refused(['-d', value], f'lo_counters: -d {value}: the measuring time must '
+                         'be in (0, 3600] seconds')
+
+    def test_warmup(self) -> None:
+        for value in ('-1', 'abc', '4000', 'nan'):
+            self.refused(['-w', value], f'lo_counters: -w {value}: the warm-up must be in '
+                         '[0, 3600] seconds')
+
+    def test_payload_and_batch(self) -> None:
+        for value in ('0', '1473', 'abc', '64b'):
+            self.refused(['-s', value], f'lo_counters: -s {value}: the payload must be '
+                         '1..1472 bytes')
+        for value in ('0', '257', 'abc', '1x'):
+            self.refused(['-b', value], f'lo_counters: -b {value}: the batch must be '
+                         '1..256 datagrams')
+
+    def test_json_file_that_cannot_be_written(self) -> None:
+        self.refused(['-j', '/nonexistent/dir/x.json'],
+                     'lo_counters: -j /nonexistent/dir/x.json: cannot write it')
+
+    def test_unknown_and_missing(self) -> None:
+        for args, message in ((['-x'], 'lo_counters: -x: unknown option'),
+                              (['-t'], 'lo_counters: -t: needs a value'),
+                              (['extra'], 'lo_counters: extra: unexpected argument')):
+            r = Run(args)
+            self.assertEqual(r.rc, 1, str(r))
+            self.assertEqual(r.stderr.splitlines()[0], message, str(r))
+            self.assertIn('usage: lo_counters', r.stderr, str(r))
+            self.assertIsNone(RESULT.search(r.stdout), str(r))
+
+    def test_help(self) -> None:
+        r = Run(['-h'])
+        self.assertEqual(r.rc, 0, str(r))
+        self.assertIn('usage: lo_counters', r.stdout)
+
+
+def need_netns(r: Run) -> None:
+    if r.rc == 4:
+        raise unittest.SkipTest(f'lo_counters skipped: {r.stdout.strip().splitlines()[-1]}')
+
+
+class RealRun(unittest.TestCase):
+    def test_short_run(self) -> None:
+        threads = min(2, len(allowed_cpus()))
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / 'lo.json'
+            r = Run([*SHORT, '-t', str(threads), '-j', str(out)])
+            need_netns(r)
+            self.assertEqual(r.rc, 0, str(r))
+            record = json.loads(out.read_text())
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[:2], ['TAP version 13', '1..3'], str(r))
+        self.assertEqual(r.results(),
+                         ['ok 1 single thread sends', 'ok 2 one thread per CPU sends',
+                          f'ok 3 lo counters rose by exactly the {record["sent"]} '
+                          'datagrams sent'], str(r))
+        self.assertRegex(r.stdout, r'# 1 thread on cpu \d+: \d+ packets/s \(64-byte payload, '
+                         r'batch 32\)')
+        self.assertRegex(r.stdout, rf'# {threads} threads: \d+ packets/s in total, scaling '
+                         r'efficiency \d\.\d{3}')
+        self.assertIn('# Totals: pass:3 fail:0', r.stdout)
+        self.assertEqual(record['threads'], threads)
+        self.assertGreater(record['sent'], 0)
+        self.assertGreater(record['pps_single'], 0)
+        self.assertGreater(record['pps_total'], 0)
+        self.assertEqual(record['lo_tx'] + record['lo_dropped'], record['sent'])
+        self.assertEqual(record['lo_rx'], record['lo_tx'])
+        self.assertEqual(len(record['per_cpu']), threads)
+        self.assertTrue(all(c['pps'] > 0 for c in record['per_cpu']), record)
+        self.assertGreater(record['seconds'], 0.19)
+        self.assertLess(record['seconds'], 2.0)
+        got = figures.extract(record)
+        self.assertGreater(got['pps_total'], 0)
+
+    def test_json_on_stdout(self) -> None:
+        r = Run([*SHORT, '-t', '1', '-j', '-'])
+        need_netns(r)
+        self.assertEqual(r.rc, 0, str(r))
+        record = json.loads(next(x for x in r.stdout.splitlines() if x.startswith('{')))
+        self.assertEqual(record['threads'], 1)
+        self.assertGreater(record['sent'], 0)
+
+
+class Faults(unittest.TestCase):
+    """Injected faults fail with a reason; nothing passes over no datagrams."""
+
+    def run_with(self, args: list[str], **env: str) -> Run:
+        r = Run([*SHORT, *args], dict(env, LD_PRELOAD=str(Built.shim)))
+        need_netns(r)
+        return r
+
+    def test_nothing_sent_is_no_pass(self) -> None:
+        r = self.run_with(['-t', '1'], SHIM_MUTE_CPU='-1')
+        self.assertEqual(r.rc, 1, str(r))
+        self.assertEqual(r.results(), ['not ok 1 single thread sends',
+                                       'not ok 2 one thread per CPU sends',
+                                       'not ok 3 lo counters rose by exactly the 0 datagrams '
+                                       'sent'], str(r))
+        self.assertIn('sent no datagrams in the measuring window', r.stdout, str(r))
+        self.assertIn('no datagrams were sent', r.stdout, str(r))
+
+    def test_one_cpu_that_sends_nothing_fails_the_phase(self) -> None:
+        cpus = allowed_cpus()
+        if len(cpus) < 2:
+            self.skipTest('needs two CPUs')
+        r = self.run_with(['-c', f'{cpus[0]},{cpus[1]}'], SHIM_MUTE_CPU=str(cpus[1]))
+        self.assertEqual(r.rc, 1, str(r))
+        self.assertEqual(r.results(), ['ok 1 single thread sends',
+                                       'not ok 2 one thread per CPU sends',
+                                       f'ok 3 lo counters rose by exactly the '
+                                       f'{self.sent(r)} datagrams sent'], str(r))
+        self.assertIn(f'# cpu {cpus[1]}: sent no datagrams in the measuring window', r.stdout)
+
+    def test_thread_that_cannot_start(self) -> None:
+        cpus = allowed_cpus()
+        if len(cpus) < 2:
+            self.skipTest('needs two CPUs')
+        # Call 1 is the single thread; 3 is the second of the per-CPU phase.
+        r = self.run_with(['-t', '2'], SHIM_FAIL_CREATE='3')
+        self.assertEqual(r.rc, 1, str(r))
+        self.assertIn('# cannot start thread 2 of 2: Resource temporarily unavailable',
+                      r.stdout, str(r))
+        # The one that started was stopped and joined before lo was read.
+        self.assertEqual(r.results(), ['ok 1 single thread sends',
+                                       'not ok 2 one thread per CPU sends',
+                                       f'ok 3 lo counters rose by exactly the '
+                                       f'{self.sent(r)} datagrams sent'], str(r))
+
+    @staticmethod
+    def sent(r: Run) -> str:
+        m = re.search(r'exactly the (\d+) datagrams', r.stdout)
+        return m.group(1) if m else '?'
