@@ -7,18 +7,26 @@ KDIR       ?=
 OUT        ?= out
 TOPOLOGIES ?=
 JOBS       ?= $(shell nproc)
-TIMEOUT    ?= 300
+TIMEOUT    ?=
 RUNS       ?=
-ALPHA      ?= 0.05
+ALPHA      ?=
 SECONDS    ?=
+FORCE      ?=
 PYTHON     ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 export KLOC_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kloc
 
-KLOC  = PYTHONPATH=$(CURDIR)/tools $(PYTHON) -m kloc
-TREE  = --kernel $(KERNEL) $(if $(KDIR),--kdir $(KDIR))
+KLOC  = PYTHONPATH='$(CURDIR)/tools' $(PYTHON) -m kloc
+# A value as one shell word, whatever it holds (spaces, quotes).
+q = '$(subst ','\'',$(1))'
+# --flag 'VALUE' when the variable is set; the defaults live in tools/kloc/defaults.py.
+opt = $(if $(2),$(1) $(call q,$(2)))
+FORCE_OPT = $(if $(filter-out 0,$(FORCE)),--force)
+TREE  = --kernel $(call q,$(KERNEL)) $(call opt,--kdir,$(KDIR)) $(FORCE_OPT)
 # make compare needs SLAB, so it defaults to 6.1 unless KERNEL is given.
-COMPARE_TREE = --kernel $(if $(filter file,$(origin KERNEL)),6.1,$(KERNEL)) \
-	$(if $(KDIR),--kdir $(KDIR))
+COMPARE_TREE = --kernel $(if $(filter file,$(origin KERNEL)),6.1,$(call q,$(KERNEL))) \
+	$(call opt,--kdir,$(KDIR)) $(FORCE_OPT)
+NUMBERS = $(call opt,--timeout,$(TIMEOUT)) $(call opt,--runs,$(RUNS)) \
+	$(call opt,--seconds,$(SECONDS)) $(call opt,--alpha,$(ALPHA))
 
 .PHONY: help deps tree install uninstall patches kunit kselftest guest compare review bench-aa mutants report run test \
 	check-tools lint clean
@@ -47,9 +55,11 @@ help:
 	@echo '  make clean       remove $$(OUT)'
 	@echo
 	@echo 'Variables: KERNEL=$(KERNEL) KDIR=$(KDIR) OUT=$(OUT) TOPOLOGIES=$(TOPOLOGIES)'
-	@echo '           JOBS=$(JOBS) TIMEOUT=$(TIMEOUT) KLOC_CACHE=$(KLOC_CACHE)'
-	@echo '           ARCH= ALLOC= TOPOLOGY= (guest, compare, review) ALPHA=$(ALPHA)'
-	@echo '           RUNS= SECONDS= (compare: 10, 2; review: 30, 1) PATCH= AA=1 (review)'
+	@echo '           KLOC_CACHE=$(KLOC_CACHE) ARCH= ALLOC= TOPOLOGY= (guest, compare, review)'
+	@echo '           PATCH= AA=1 (review) FORCE=1 (replace or restore files edited by hand)'
+	@echo
+	@echo 'Numeric options and their defaults, per command:'
+	@$(KLOC) defaults
 
 deps:
 	@tools/deps.sh
@@ -64,60 +74,65 @@ uninstall: deps
 	@$(KLOC) uninstall $(TREE)
 
 patches: deps
-	@$(KLOC) patches $(TREE) --out $(OUT)
+	@$(KLOC) patches $(TREE) --out $(call q,$(OUT))
 
 kunit: deps
-	@$(KLOC) kunit $(TREE) --out $(OUT) --jobs $(JOBS) --timeout $(TIMEOUT) \
-		$(if $(TOPOLOGIES),--topologies $(TOPOLOGIES))
+	@$(KLOC) kunit $(TREE) --out $(call q,$(OUT)) --jobs $(call q,$(JOBS)) \
+		$(call opt,--timeout,$(TIMEOUT)) $(call opt,--topologies,$(TOPOLOGIES))
 
 guest: deps
-	@$(KLOC) guest $(TREE) --arch $(or $(ARCH),x86_64) --alloc $(or $(ALLOC),slub) \
-		--topology $(or $(TOPOLOGY),x86_64_2n) --out $(OUT)
+	@$(KLOC) guest $(TREE) --arch $(call q,$(or $(ARCH),x86_64)) \
+		--alloc $(call q,$(or $(ALLOC),slub)) --topology $(call q,$(or $(TOPOLOGY),x86_64_2n)) \
+		$(call opt,--timeout,$(TIMEOUT)) $(call opt,--seconds,$(SECONDS)) --out $(call q,$(OUT))
 
 compare: deps
-	@$(KLOC) compare $(COMPARE_TREE) --arch $(or $(ARCH),x86_64) \
-		$(if $(TOPOLOGY),--topology $(TOPOLOGY)) $(if $(RUNS),--runs $(RUNS)) \
-		$(if $(SECONDS),--seconds $(SECONDS)) --alpha $(ALPHA) --out $(OUT)
+	@$(KLOC) compare $(COMPARE_TREE) --arch $(call q,$(or $(ARCH),x86_64)) \
+		$(call opt,--topology,$(TOPOLOGY)) $(NUMBERS) --out $(call q,$(OUT))
 
 review: deps
-	@$(KLOC) review $(TREE) $(if $(PATCH),--patch $(PATCH)) $(if $(AA),--aa) \
-		$(if $(TOPOLOGIES),--topologies $(TOPOLOGIES)) \
-		$(if $(TOPOLOGY),--bench-topology $(TOPOLOGY)) $(if $(RUNS),--runs $(RUNS)) \
-		$(if $(SECONDS),--seconds $(SECONDS)) --alpha $(ALPHA) --jobs $(JOBS) --out $(OUT)
+	@$(KLOC) review $(TREE) $(call opt,--patch,$(PATCH)) $(if $(AA),--aa) \
+		$(call opt,--topologies,$(TOPOLOGIES)) $(call opt,--bench-topology,$(TOPOLOGY)) \
+		$(NUMBERS) --jobs $(call q,$(JOBS)) --out $(call q,$(OUT))
 
 # A benchmark, not a test: the share of A/A reviews that call a difference.
 bench-aa: deps
-	@OUT=$(OUT) PYTHON=$(PYTHON) KERNEL=$(KERNEL) REPEATS=$(or $(REPEATS),20) \
-		RUNS=$(or $(AA_RUNS),6) SECONDS=$(or $(AA_SECONDS),1) ALPHA=$(ALPHA) \
+	@OUT=$(call q,$(OUT)) PYTHON=$(PYTHON) KERNEL=$(call q,$(KERNEL)) \
+		REPEATS=$(call q,$(or $(REPEATS),20)) RUNS=$(call q,$(or $(AA_RUNS),6)) \
+		AA_SECONDS=$(call q,$(or $(AA_SECONDS),1)) ALPHA=$(call q,$(or $(ALPHA),0.05)) \
 		tools/bench-aa.sh
 
 kselftest: deps
-	@OUT=$(OUT) PYTHON=$(PYTHON) KERNEL=$(KERNEL) tools/kselftest-host.sh
+	@OUT=$(call q,$(OUT)) PYTHON=$(PYTHON) KERNEL=$(call q,$(KERNEL)) tools/kselftest-host.sh
 
 mutants: deps
-	@$(KLOC) mutants $(TREE) --out $(OUT) --jobs $(JOBS)
+	@$(KLOC) mutants $(TREE) --out $(call q,$(OUT)) --jobs $(call q,$(JOBS)) \
+		$(call opt,--timeout,$(TIMEOUT))
 
 report:
-	@$(KLOC) report --out $(OUT)
+	@$(KLOC) report --out $(call q,$(OUT))
 
 # Every step runs; the summary comes last; the exit code says if any failed.
 run: deps
 	@rc=0; \
-	$(KLOC) kunit $(TREE) --out $(OUT) --jobs $(JOBS) --timeout $(TIMEOUT) \
-		$(if $(TOPOLOGIES),--topologies $(TOPOLOGIES)) >/dev/null || rc=1; \
-	$(KLOC) mutants $(TREE) --out $(OUT) --jobs $(JOBS) || rc=1; \
-	OUT=$(OUT) PYTHON=$(PYTHON) KERNEL=$(KERNEL) tools/kselftest-host.sh >/dev/null || rc=1; \
-	echo; $(KLOC) report --out $(OUT) || rc=1; \
+	$(KLOC) kunit $(TREE) --out $(call q,$(OUT)) --jobs $(call q,$(JOBS)) \
+		$(call opt,--timeout,$(TIMEOUT)) $(call opt,--topologies,$(TOPOLOGIES)) \
+		>/dev/null || rc=1; \
+	$(KLOC) mutants $(TREE) --out $(call q,$(OUT)) --jobs $(call q,$(JOBS)) \
+		$(call opt,--timeout,$(TIMEOUT)) || rc=1; \
+	OUT=$(call q,$(OUT)) PYTHON=$(PYTHON) KERNEL=$(call q,$(KERNEL)) tools/kselftest-host.sh \
+		>/dev/null || rc=1; \
+	echo; $(KLOC) report --out $(call q,$(OUT)) || rc=1; \
 	exit $$rc
 
 check-tools:
 	@cd tools && $(PYTHON) -m unittest discover -s tests -t . $(if $(V),-v)
 
 lint: deps
-	@OUT=$(OUT) PYTHON=$(PYTHON) tools/lint.sh
+	@OUT=$(call q,$(OUT)) PYTHON=$(PYTHON) tools/lint.sh
 
 test: deps
-	@OUT=$(OUT) PYTHON=$(PYTHON) JOBS=$(JOBS) TIMEOUT=$(TIMEOUT) tools/make-test.sh
+	@OUT=$(call q,$(OUT)) PYTHON=$(PYTHON) JOBS=$(call q,$(JOBS)) \
+		TIMEOUT=$(call q,$(TIMEOUT)) tools/make-test.sh
 
 clean:
-	rm -rf $(OUT)
+	rm -rf $(call q,$(OUT))

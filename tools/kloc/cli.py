@@ -6,19 +6,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
-from . import (compare, guest, install, junit, kunit_run, mailpatch, mutants, patchfile, progress,
+from . import (compare, defaults, guest, install, junit, kunit_run, mailpatch, mutants, patchfile, progress,
                review, reviewreport, series, summary, svgplot, topology)
 from .atomicfile import write_text
 from .errors import KlocError, describe_os_error
 from .ktree import Tree, resolve, uncommitted
 from .paths import cache_dir
-from .stats import StatsError
 
 
 def _tree(args: argparse.Namespace) -> Tree:
@@ -171,11 +172,6 @@ def cmd_guest(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    if not 0 < args.alpha < 0.5:
-        raise StatsError(f'--alpha {args.alpha}: pick a level between 0 and 0.5, e.g. 0.05')
-    if args.runs < 2:
-        raise StatsError(f'--runs {args.runs}: a comparison needs at least 2 runs a side '
-                         '(10 or more to be worth reading)')
     tree = _tree(args)
     out = Path(args.out).resolve() / 'compare' / f'{tree.label}-{args.arch}-{args.a}-{args.b}'
     opts = compare.Options(args.arch, args.topology or compare.default_topology(args.arch),
@@ -191,16 +187,12 @@ def cmd_review(args: argparse.Namespace) -> int:
     if args.aa == bool(args.patch):
         raise review.ReviewError('give PATCH=file.patch (or a series .mbox), or AA=1 for the '
                                  'base kernel against itself')
-    if not 0 < args.alpha < 0.5:
-        raise StatsError(f'ALPHA={args.alpha}: pick a level between 0 and 0.5, e.g. 0.05')
     patch = patchfile.load(Path(args.patch)) if args.patch else None
     tree = _tree(args)
     names = tuple(t for t in args.topologies.split(',') if t) if args.topologies \
         else tuple(topology.TOPOLOGIES)
     for n in names + (args.bench_topology,):
         topology.get(n)
-    if args.runs < 2:
-        raise review.ReviewError(f'RUNS={args.runs}: a comparison needs at least 2 runs a side')
     name = f'aa-{args.tag}' if args.aa else \
         f'{Path(args.patch).stem[:40]}-{patch.sha256[:8] if patch else ""}'
     out = Path(args.out).resolve() / 'review' / name
@@ -227,8 +219,32 @@ def _interrupted(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors on one line, exit 2, like every other kloc error."""
+
+    def error(self, message: str) -> NoReturn:
+        m = re.match(r"argument --(\w+): invalid \w+ value: '(.*)'", message)
+        if m and m.group(1) in defaults.BY_DEST:
+            o = defaults.BY_DEST[m.group(1)]
+            message = f'{o.make}={m.group(2)} is not a number ({o.about})'
+        self.exit(2, f'{self.prog}: error: {message} (see --help)\n')
+
+
+def option(sp: argparse.ArgumentParser, command: str, dest: str) -> None:
+    """A numeric option shared by several commands, from the one table of defaults."""
+    o = defaults.BY_DEST[dest]
+    sp.add_argument(f'--{dest}', type=int if o.integer else float,
+                    default=(int if o.integer else float)(defaults.value(dest, command)),
+                    help=f'{o.about} (make: {o.make}=)')
+
+
+def cmd_defaults(args: argparse.Namespace) -> int:
+    print(defaults.table(), end='')
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog='kloc', description=__doc__)
+    p = _Parser(prog='kloc', description=__doc__)
     sub = p.add_subparsers(dest='command', required=True)
 
     def tree_opts(sp: argparse.ArgumentParser) -> None:
@@ -260,23 +276,22 @@ def main(argv: list[str] | None = None) -> int:
     sp.add_argument('--out', default='out')
     sp.add_argument('--topologies', default='',
                     help='comma-separated; default: all of ' + ','.join(topology.TOPOLOGIES))
-    sp.add_argument('--jobs', type=int, default=os.cpu_count() or 1)
-    sp.add_argument('--timeout', type=int, default=300,
-                    help='seconds one boot may take before it counts as hung')
+    option(sp, 'kunit', 'jobs')
+    option(sp, 'kunit', 'timeout')
     sp.set_defaults(fn=cmd_kunit)
     sp = sub.add_parser('mutants')
     tree_opts(sp)
     sp.add_argument('--out', default='out')
-    sp.add_argument('--jobs', type=int, default=os.cpu_count() or 1)
-    sp.add_argument('--timeout', type=int, default=120)
+    option(sp, 'mutants', 'jobs')
+    option(sp, 'mutants', 'timeout')
     sp.set_defaults(fn=cmd_mutants)
     sp = sub.add_parser('guest')
     tree_opts(sp)
     sp.add_argument('--arch', default='x86_64', choices=sorted(guest.ARCHES))
     sp.add_argument('--alloc', default='slub', choices=guest.ALLOCATORS)
     sp.add_argument('--topology', default='x86_64_2n')
-    sp.add_argument('--seconds', type=float, default=1.0)
-    sp.add_argument('--timeout', type=int, default=180)
+    option(sp, 'guest', 'seconds')
+    option(sp, 'guest', 'timeout')
     sp.add_argument('--out', default='out')
     sp.set_defaults(fn=cmd_guest)
     sp = sub.add_parser('compare', help='SLUB against SLAB guests, interleaved')
@@ -285,10 +300,10 @@ def main(argv: list[str] | None = None) -> int:
     sp.add_argument('--topology', default='', help='default: the arch\'s 2-node topology')
     sp.add_argument('--a', default='slub', choices=guest.ALLOCATORS)
     sp.add_argument('--b', default='slab', choices=guest.ALLOCATORS)
-    sp.add_argument('--runs', type=int, default=10, help='good runs per side')
-    sp.add_argument('--seconds', type=float, default=2.0, help='measuring time per phase')
-    sp.add_argument('--alpha', type=float, default=0.05)
-    sp.add_argument('--timeout', type=int, default=180)
+    option(sp, 'compare', 'runs')
+    option(sp, 'compare', 'seconds')
+    option(sp, 'compare', 'alpha')
+    option(sp, 'compare', 'timeout')
     sp.add_argument('--out', default='out')
     sp.set_defaults(fn=cmd_compare, kernel=os.environ.get('KERNEL', '6.1'))
     sp = sub.add_parser('review', help='a patched kernel against its base')
@@ -302,18 +317,25 @@ def main(argv: list[str] | None = None) -> int:
     sp.add_argument('--no-kunit', action='store_true', help='the loopback A/B only')
     # 30 runs of 1 s: the spread between boots, not within one, limits what
     # a review can see; 30 a side find a 5% change (README, "Noise").
-    sp.add_argument('--runs', type=int, default=30, help='good runs per side')
-    sp.add_argument('--seconds', type=float, default=1.0)
-    sp.add_argument('--alpha', type=float, default=0.05)
-    sp.add_argument('--jobs', type=int, default=os.cpu_count() or 1)
-    sp.add_argument('--timeout', type=int, default=300)
+    option(sp, 'review', 'runs')
+    option(sp, 'review', 'seconds')
+    option(sp, 'review', 'alpha')
+    option(sp, 'review', 'jobs')
+    option(sp, 'review', 'timeout')
     sp.add_argument('--out', default='out')
     sp.set_defaults(fn=cmd_review)
+    sp = sub.add_parser('defaults', help='every option\'s default, as make help shows them')
+    sp.set_defaults(fn=cmd_defaults)
     sp = sub.add_parser('report')
     sp.add_argument('--out', default='out')
     sp.set_defaults(fn=cmd_report)
 
     args = p.parse_args(argv)
+    try:
+        defaults.check(args.command, vars(args))
+    except KlocError as e:
+        print(f'kloc {args.command}: error: {e}', file=sys.stderr)
+        return 2
     signal.signal(signal.SIGTERM, _interrupted)
     try:
         rc: int = args.fn(args)

@@ -11,6 +11,7 @@ describe_os_error(), never a traceback.
 from __future__ import annotations
 
 import errno
+import os
 
 
 class KlocError(Exception):
@@ -45,8 +46,23 @@ def describe_os_error(e: OSError) -> str:
     """One line: what failed, on which path, and what to do."""
     what, fix = _FIXES.get(e.errno or 0, (e.strerror or str(e), 'check the path'))
     path = e.filename if e.filename is not None else '(unknown path)'
+    if e.errno in (errno.EEXIST, errno.ENOTDIR) and e.filename is not None:
+        blocker = _file_in_the_way(str(e.filename))
+        if blocker:
+            return (f'{blocker} is a file, where a directory is needed for {path}; move '
+                    'it away, or give a directory (OUT= must name a directory)')
     extra = f' -> {e.filename2}' if e.filename2 is not None else ''
     return f'{path}{extra}: {what}; {fix}'
+
+
+def _file_in_the_way(path: str) -> str:
+    """The file (path itself or a parent of it) that stands where a directory must be."""
+    p = os.path.abspath(path)
+    while p and p != os.path.dirname(p):
+        if os.path.isfile(p):
+            return p
+        p = os.path.dirname(p)
+    return ''
 
 
 def is_disk_full(e: OSError) -> bool:

@@ -69,10 +69,10 @@ class CliErrors(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             r = kloc('compare', '--kdir', d, '--alpha', '0.7')
             self.assertEqual(r.returncode, 2)
-            self.assertIn('pick a level between 0 and 0.5', r.stderr)
+            self.assertIn('ALPHA=0.7 is out of range: it must be > 0 and <= 0.5', r.stderr)
             r = kloc('compare', '--kdir', d, '--runs', '1')
             self.assertEqual(r.returncode, 2)
-            self.assertIn('needs at least 2 runs a side', r.stderr)
+            self.assertIn('RUNS=1 is out of range: it must be >= 2', r.stderr)
 
     def test_report_with_nothing_run_fails(self) -> None:
         with tempfile.TemporaryDirectory() as d:
