@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kloc import install, series
+from kloc.version import KernelVersion
 
 from .test_install_safety import TOOLS, pristine_tree
 
@@ -41,12 +42,17 @@ def _mount(*args: str) -> bool:
 
 class ErrorMessageTest(unittest.TestCase):
     rows: list[tuple[str, str, int]] = []
+    tmpdir: tempfile.TemporaryDirectory[str]
+    tmp: Path
+    mounts: list[Path]
+    tree: Path
+    version: KernelVersion
 
     @classmethod
     def setUpClass(cls) -> None:
         cls.tmpdir = tempfile.TemporaryDirectory(prefix='kloc-errors-')
         cls.tmp = Path(cls.tmpdir.name)
-        cls.mounts: list[Path] = []
+        cls.mounts = []
         cls.tree, cls.version = pristine_tree(cls.tmp / 'linux')
 
     @classmethod

@@ -22,6 +22,10 @@ DRIVER = 'drivers/irqchip/irq-gic-v3-its.c'
 
 class TreeCacheTest(unittest.TestCase):
     """On a small linux-source tarball made from the real tree's files."""
+    tmpdir: tempfile.TemporaryDirectory[str]
+    srcdir: Path
+    tarball: Path
+    pristine: dict[str, bytes]
 
     @classmethod
     def setUpClass(cls) -> None:
