@@ -41,10 +41,7 @@ class Option:
               (self.high is not None and value > self.high) or \
               (isinstance(value, float) and not math.isfinite(value))
         if bad:
-            lo = '' if self.low is None else \
-                (f'> {self.low:g}' if self.low_open else f'>= {self.low:g}')
-            hi = '' if self.high is None else f'<= {self.high:g}'
-            rng = ' and '.join(x for x in (lo, hi) if x)
+            rng = _range(self).replace(', ', ' and ')
             raise OptionError(f'{self.make}={value:g} is out of range: it must be {rng} '
                               f'({self.about}; make {command} uses '
                               f'{self.default(command)} by default)')
@@ -92,3 +89,18 @@ def table() -> str:
         per = ', '.join(f'{c} {d}' if c != '*' else d for c, d in o.defaults)
         lines.append(f'  {o.make:<8} {per:<44} {o.about}')
     return '\n'.join(lines) + '\n'
+
+
+def _range(o: Option) -> str:
+    lo = '' if o.low is None else (f'> {o.low:g}' if o.low_open else f'>= {o.low:g}')
+    hi = '' if o.high is None else f'<= {o.high:g}'
+    return ', '.join(x for x in (lo, hi) if x)
+
+
+def readme_rows() -> str:
+    """The README's table of numeric options, one Markdown row each."""
+    rows = []
+    for o in OPTIONS:
+        per = ', '.join(f'{c} {d}' if c != '*' else d for c, d in o.defaults)
+        rows.append(f'| `{o.make}` | {per} | {_range(o)} | {o.about} |')
+    return '\n'.join(rows) + '\n'

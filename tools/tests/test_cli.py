@@ -10,6 +10,8 @@ import tempfile
 import unittest
 from pathlib import Path
 
+from kloc import defaults
+
 TOOLS = Path(__file__).resolve().parents[1]
 
 
@@ -79,3 +81,27 @@ class CliErrors(unittest.TestCase):
             r = kloc('report', '--out', d)
             self.assertEqual(r.returncode, 1)
             self.assertIn('0 passed, 0 failed', r.stdout)
+
+
+class DefaultsTest(unittest.TestCase):
+    """The README, make help and the CLI show the defaults of tools/kloc/defaults.py."""
+
+    def test_readme_table_matches(self) -> None:
+        readme = (Path(__file__).resolve().parents[2] / 'README.md').read_text()
+        self.assertIn(defaults.readme_rows(), readme,
+                      'README.md: the numeric options table differs from '
+                      'tools/kloc/defaults.py; paste defaults.readme_rows() there')
+
+    def test_cli_defaults_come_from_the_table(self) -> None:
+        for command in ('kunit', 'mutants', 'guest', 'compare', 'review'):
+            r = kloc(command, '--help')
+            for o in defaults.OPTIONS:
+                if f'--{o.dest}' in r.stdout:
+                    self.assertNotEqual(o.default(command), '',
+                                        f'{command} --{o.dest} has no default in the table')
+
+    def test_make_help_prints_the_table(self) -> None:
+        r = subprocess.run(['make', '-s', '-C', str(Path(__file__).resolve().parents[2]),
+                            'help'], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(defaults.table(), r.stdout)
