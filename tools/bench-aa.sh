@@ -9,7 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PYTHON=${PYTHON:-/usr/bin/python3}
+# shellcheck source=tools/lib.sh
+. tools/lib.sh
 OUT=${OUT:-out}
 REPEATS=${REPEATS:-20}
 RUNS=${RUNS:-6}
@@ -17,7 +18,6 @@ SECONDS_=${AA_SECONDS:-1}
 ALPHA=${ALPHA:-0.05}
 KERNEL=${KERNEL:-6.12}
 
-kloc() { PYTHONPATH="$PWD/tools" "$PYTHON" -m kloc "$@"; }
 
 called=0
 for i in $(seq 1 "$REPEATS"); do

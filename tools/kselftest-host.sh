@@ -8,11 +8,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PYTHON=${PYTHON:-/usr/bin/python3}
+# shellcheck source=tools/lib.sh
+. tools/lib.sh
 OUT=${OUT:-out}
 KERNEL=${KERNEL:-6.12}
 TARGETS=lo_counters
-kloc() { PYTHONPATH="$PWD/tools" "$PYTHON" -m kloc "$@"; }
 
 tree=$(kloc tree --kernel "$KERNEL")
 kloc install --kernel "$KERNEL" 2>/dev/null

@@ -8,12 +8,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PYTHON=${PYTHON:-/usr/bin/python3}
+# shellcheck source=tools/lib.sh
+. tools/lib.sh
 # checkpatch runs spdxcheck.py with the python3 on PATH: use the one with Debian's packages.
 export PATH="/usr/bin:$PATH"
 OUT=${OUT:-out}
 KERNELS=${KERNELS:-6.12 6.1}
-kloc() { PYTHONPATH="$PWD/tools" "$PYTHON" -m kloc "$@"; }
 fail=0
 checkpatch() {
 	local tree=$1

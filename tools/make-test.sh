@@ -8,7 +8,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
-PYTHON=${PYTHON:-/usr/bin/python3}
+# shellcheck source=tools/lib.sh
+. tools/lib.sh
 OUT=${OUT:-out}/test
 JOBS=${JOBS:-$(nproc)}
 TIMEOUT=${TIMEOUT:-300}
@@ -18,7 +19,6 @@ passed=0
 failed=0
 failures=()
 
-kloc() { PYTHONPATH="$PWD/tools" "$PYTHON" -m kloc "$@"; }
 
 phase() {
 	local name=$1 t0 rc
