@@ -73,8 +73,50 @@ class Document:
 _TIMESTAMP = re.compile(r'^\[\s*\d+\.\d+\]\s?')
 _HEADER = re.compile(r'^(\s*)K?TAP version \d+')
 _SUBTEST = re.compile(r'^(\s*)# Subtest: (.*)$')
-_PLAN = re.compile(r'^(\s*)1\.\.(\d+)\s*$')
-_RESULT = re.compile(r'^(\s*)(ok|not ok) (\d+)(?: -)?(?: ([^#]*?))?\s*(?:#\s*(\w+)\s*(.*))?$')
+_PLAN = re.compile(r'^(\s*)1\.\.(\d{1,9})\s*$')    # a longer count is no plan
+_RESULT_START = re.compile(r'(\s*)(ok|not ok) (\d+)(.*)', re.DOTALL)
+_DIRECTIVE = re.compile(r'#\s*(\w+)\s*(.*)', re.DOTALL)
+# Deeper than this, a header or "# Subtest:" is a log line: KUnit nests 3 or 4
+# levels, and the tree is walked recursively.
+MAX_DEPTH = 64
+
+
+@dataclass(frozen=True)
+class _Line:
+    indent: int
+    ok: str              # 'ok' or 'not ok'
+    name: str
+    directive: str | None
+    reason: str
+
+
+def _result(line: str) -> _Line | None:
+    """A result line: (indent)ok|not ok N[ -][ name][ # DIRECTIVE reason].
+
+    In linear time: a regular expression for it backtracks quadratically on a
+    long run of spaces.
+    """
+    m = _RESULT_START.fullmatch(line)
+    if not m:
+        return None
+    rest = m.group(4)
+    pre, hash_, post = rest.partition('#')
+    directive: str | None = None
+    reason = ''
+    if hash_:
+        d = _DIRECTIVE.fullmatch(hash_ + post)
+        if not d:
+            return None
+        directive, reason = d.group(1), d.group(2)
+    if pre.startswith(' -') and (pre[2:3] in ('', ' ') or pre[2:].isspace()):
+        pre = pre[2:]
+    if pre.startswith(' '):
+        name = pre[1:]
+    elif pre == '' or pre.isspace():
+        name = ''
+    else:
+        return None
+    return _Line(len(m.group(1)), m.group(2), name.strip(), directive, reason.strip())
 
 
 def _clean(line: str) -> str:
@@ -98,14 +140,16 @@ def parse(text: str) -> Document:
     trailing: list[str] = []
     for line in lines[start + 1:]:
         top = stack[-1]
+        deepest = len(stack) >= MAX_DEPTH
         m = _HEADER.match(line)
         if m:
             indent = len(m.group(1))
-            if indent > top.indent:
+            if indent > top.indent and not deepest:
                 stack.append(_Open(indent, Result('')))
             continue
         m = _SUBTEST.match(line)
-        if m and len(m.group(1)) >= top.indent:
+        if m and (len(m.group(1)) == top.indent
+                  or (len(m.group(1)) > top.indent and not deepest)):
             if len(m.group(1)) > top.indent:
                 stack.append(_Open(len(m.group(1)), Result('')))
             stack[-1].node.name = m.group(2).strip()
@@ -114,9 +158,9 @@ def parse(text: str) -> Document:
         if m and len(m.group(1)) == top.indent:
             top.node.planned = int(m.group(2))
             continue
-        m = _RESULT.match(line)
-        if m and len(m.group(1)) <= top.indent:
-            indent = len(m.group(1))
+        r = _result(line)
+        if r and r.indent <= top.indent:
+            indent = r.indent
             pending_child: _Open | None = None
             while len(stack) > 1 and stack[-1].indent > indent:
                 done = stack.pop()
@@ -125,9 +169,9 @@ def parse(text: str) -> Document:
                 else:
                     _crashed(done, stack[-1])
             parent = stack[-1]
-            name = (m.group(4) or '').strip()
-            status = _status(m.group(2), m.group(5))
-            reason = (m.group(6) or '').strip()
+            name = r.name
+            status = _status(r.ok, r.directive)
+            reason = r.reason
             if pending_child is not None:
                 node = pending_child.node
                 node.name = node.name or name

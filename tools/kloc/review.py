@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
+import os
+import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import ab, figures, guest, install, kunit_run, linkcopy, progress, series, topology
-from .apply import Contents, apply_patch
+from .apply import DEFAULT_MODE, Contents, Modes, apply_text, conflict, file_changes
 from .errors import KlocError
 from .ktree import Tree
 from .patchfile import PatchInfo
@@ -90,18 +91,80 @@ def series_hash() -> str:
     return h.hexdigest()
 
 
-def patched_tree(base: Tree, patch: PatchInfo, cache: Path) -> tuple[Tree, bool]:
-    """The base with the patch applied, made once per tree, series and patch."""
-    state: Contents = {}
-    created = set(re.findall(r'^--- /dev/null\n\+\+\+ b/(\S+)', patch.text, re.MULTILINE))
-    for rel in patch.files:
+@dataclass(frozen=True)
+class Applied:
+    """The patch applied in memory: every file it touches (None: absent after it), the
+    permission bits of each that is there."""
+    contents: Contents
+    modes: Modes
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What check() found: the series installs, and the patch applies on top of it."""
+    base: Tree
+    patch: PatchInfo | None
+    applied: Applied | None
+
+
+def _mode(p: Path) -> int:
+    try:
+        return stat.S_IMODE(p.stat().st_mode)
+    except OSError:
+        return DEFAULT_MODE
+
+
+def apply_to(base: Tree, patch: PatchInfo, planned: Contents) -> Applied:
+    """The patch applied in memory to the base as planned: a file in planned is as the
+    install would leave it, any other as the tree has it. Writes nothing.
+
+    A file the patch changes, deletes, renames or copies must be there, and one it
+    creates (or renames or copies to) must not: else ReviewError, naming it. A hunk
+    that does not apply is a HunkError.
+    """
+    def read(rel: str) -> bytes | None:
+        if rel in planned:
+            return planned[rel]
         p = base.path / rel
-        state[rel] = p.read_bytes() if p.is_file() else None
-        if state[rel] is None and rel not in created:
-            raise ReviewError(f'PATCH={patch.path.name} changes {rel}, which Linux '
-                              f'{base.version} at {base.path} does not have: is the patch '
-                              'for another tree? Give the right one with KDIR= or KERNEL=')
-    new = apply_patch(patch.path, state, f'PATCH={patch.path.name}')   # HunkError
+        return p.read_bytes() if p.is_file() else None
+
+    state: Contents = {rel: read(rel) for rel in patch.files}
+    problem = conflict(file_changes(patch.text), lambda rel: state.get(rel) is not None)
+    if problem:
+        change, rel, what = problem
+        verb = change.verb if rel == (change.old or change.new) or what == 'missing' \
+            else f'{change.verb} {change.old} to'
+        tree = f'Linux {base.version} at {base.path}'
+        if what == 'missing':
+            raise ReviewError(f'PATCH={patch.path.name} {verb} {rel}, which {tree} does '
+                              'not have: is the patch for another tree? Give the right one '
+                              'with KDIR= or KERNEL=')
+        raise ReviewError(f'PATCH={patch.path.name} {verb} {rel}, which {tree} already '
+                          'has: is the patch for another tree, or applied already? Give '
+                          'the right one with KDIR= or KERNEL=')
+    modes = {rel: _mode(base.path / rel) for rel, data in state.items() if data is not None}
+    contents, out_modes = apply_text(patch.text, state, modes, f'PATCH={patch.path.name}',
+                                     patch.path.name)    # HunkError
+    return Applied(contents, out_modes)
+
+
+def check(base: Tree, patch: PatchInfo | None) -> Checked:
+    """All that make review can find wrong before it writes anything, to the tree or
+    elsewhere: the package's series must install into the tree (InstallError), and the
+    patch apply on the installed state (ReviewError, HunkError). Writes nothing."""
+    planned = install.plan(base.path, base.version, series.load_series()).final
+    return Checked(base, patch, apply_to(base, patch, planned) if patch else None)
+
+
+def patched_tree(base: Tree, patch: PatchInfo, cache: Path,
+                 applied: Applied | None = None) -> tuple[Tree, bool]:
+    """The base with the patch applied, made once per tree, series and patch.
+
+    applied: the patch applied in memory (check()); else it is applied to the
+    base tree as it is now.
+    """
+    if applied is None:
+        applied = apply_to(base, patch, {})
     key = hashlib.sha256('\0'.join([str(base.path), str(base.version), series_hash(),
                                     patch.sha256]).encode()).hexdigest()[:16]
     root = cache / 'review' / f'{base.label}-{key}'
@@ -112,7 +175,12 @@ def patched_tree(base: Tree, patch: PatchInfo, cache: Path) -> tuple[Tree, bool]
         return Tree(src, base.version, 'review'), True
     stamp.unlink(missing_ok=True)
     linkcopy.copy(base.path, src)
-    linkcopy.write(src, new)
+    linkcopy.write(src, applied.contents)
+    # Each file written is a new inode, not the base's: its mode (the base's, or the
+    # one the patch sets) can be set without touching the base.
+    for rel, data in applied.contents.items():
+        if data is not None:
+            os.chmod(src / rel, applied.modes.get(rel, DEFAULT_MODE))
     stamp.write_text(json.dumps(want, indent=1) + '\n')
     return Tree(src, base.version, 'review'), False
 
@@ -144,13 +212,20 @@ def kunit_changes(base_dir: Path, patched_dir: Path) -> tuple[list[Change],
     return compare_statuses(statuses(base_dir), statuses(patched_dir))
 
 
-def run(base: Tree, patch: PatchInfo | None, opts: Options, cache: Path) -> Outcome:
+def run(base: Tree, patch: PatchInfo | None, opts: Options, cache: Path,
+        checked: Checked | None = None) -> Outcome:
+    """The review; checked: check(base, patch), if the caller made it already.
+
+    Nothing is written, to the tree or anywhere, before check() has passed.
+    """
+    if checked is None or checked.base != base or checked.patch != patch:
+        checked = check(base, None if opts.aa else patch)
     install.install(base.path, base.version, series.load_series())
     if opts.aa:
         patched, reused = base, True
     else:
         assert patch is not None
-        patched, reused = patched_tree(base, patch, cache)
+        patched, reused = patched_tree(base, patch, cache, checked.applied)
         progress.say(f'patched tree {"reused" if reused else "made"}: {patched.path}')
     outcome = Outcome(base, patched, patch, reused=reused)
     opts.out.mkdir(parents=True, exist_ok=True)

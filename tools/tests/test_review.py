@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -144,6 +145,115 @@ class PatchedTree(unittest.TestCase):
                                     r'6.12.\d+ at .* does not have: is the patch for '
                                     'another tree'):
             review.patched_tree(self.base, patchfile.load(other), self.cache)
+
+
+class ChecksBeforeWriting(unittest.TestCase):
+    """make review on a KDIR tree without the package: a patch that cannot apply, or
+    names a file the tree lacks, is refused before the install writes anything."""
+
+    def setUp(self) -> None:
+        self.tmp = tempfile.TemporaryDirectory()
+        root = Path(self.tmp.name)
+        real = debian_tree('6.12')
+        src = mini_tree(real, root / 'linux', TREE_FILES)
+        _, read = install.pristine_reader(real.path)   # the cache may carry the package
+        for rel in TREE_FILES:
+            data = read(rel)
+            if data is not None:
+                (src / rel).write_bytes(data)
+        self.base = Tree(src, real.version, 'kdir')
+        self.cache = root / 'cache'
+        self.opts = review.Options(('arm64_2n_its1',), 'x86_64_2n', 2, 1.0, 0.05, 60, 1,
+                                   root / 'out')
+
+    def tearDown(self) -> None:
+        self.tmp.cleanup()
+
+    def snapshot(self) -> dict[str, tuple[str, int]]:
+        out = {}
+        for dirpath, dirs, names in os.walk(self.base.path):
+            for n in names + dirs:
+                p = Path(dirpath) / n
+                out[str(p.relative_to(self.base.path))] = (
+                    hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else 'dir',
+                    p.stat().st_mode)
+        return out
+
+    def refused(self, text: str, error: type[Exception], message: str) -> None:
+        bad = Path(self.tmp.name) / 'bad.patch'
+        bad.write_text(text)
+        before = self.snapshot()
+        with self.assertRaisesRegex(error, message):
+            review.run(self.base, patchfile.load(bad), self.opts, self.cache)
+        self.assertEqual(self.snapshot(), before, 'the tree was written')
+        self.assertFalse((self.base.path / install.STATE_DIR).exists())
+        self.assertFalse(self.cache.exists())
+        self.assertFalse(self.opts.out.exists())
+        with self.assertRaisesRegex(error, message):    # what cmd_review may call first
+            review.check(self.base, patchfile.load(bad))
+        self.assertEqual(self.snapshot(), before, 'the tree was written')
+
+    def test_a_hunk_that_does_not_apply(self) -> None:
+        self.refused(SLOW.read_text().replace(' \tskb_tx_timestamp(skb);\n',
+                                              ' \tskb_tx_stamp(skb);\n'),
+                     HunkError, r'drivers/net/loopback.c: hunk #1 \(at line \d+\) does '
+                     'not apply')
+
+    def test_a_missing_file(self) -> None:
+        self.refused('--- a/drivers/net/nosuch.c\n+++ b/drivers/net/nosuch.c\n'
+                     '@@ -1 +1 @@\n-int x;\n+int y;\n', review.ReviewError,
+                     'changes drivers/net/nosuch.c, which Linux 6.12.\\d+ at .* does not '
+                     'have')
+
+    def test_a_file_deleted_or_renamed_that_is_not_there(self) -> None:
+        self.refused('diff --git a/drivers/net/nosuch.c b/drivers/net/x.c\n'
+                     'similarity index 100%\nrename from drivers/net/nosuch.c\n'
+                     'rename to drivers/net/x.c\n', review.ReviewError,
+                     'renames drivers/net/nosuch.c, which Linux .* does not have')
+
+    def test_checked_against_the_installed_state(self) -> None:
+        """A patch to a line the series adds applies, though the tree lacks it yet."""
+        plan = install.plan(self.base.path, self.base.version, series.load_series())
+        rel = 'drivers/irqchip/irq-gic-v3-its.c'
+        final = plan.final[rel]
+        assert final is not None
+        line = '#include "irq-gic-v3-its-kunit.c"\n'
+        self.assertIn(line.encode(), final)
+        self.assertNotIn(line.encode(), (self.base.path / rel).read_bytes())
+        text = final.decode()
+        i = text.index(line)
+        before_ctx = text[:i].splitlines(keepends=True)[-3:]
+        after_ctx = text[i + len(line):].splitlines(keepends=True)[:3]
+        n = text[:i].count('\n') + 1 - len(before_ctx)
+        hunk = (f'--- a/{rel}\n+++ b/{rel}\n@@ -{n},{len(before_ctx) + 1 + len(after_ctx)} '
+                f'+{n},{len(before_ctx) + 2 + len(after_ctx)} @@\n'
+                + ''.join(' ' + x for x in before_ctx) + ' ' + line + '+/* more */\n'
+                + ''.join(' ' + x for x in after_ctx))
+        p = Path(self.tmp.name) / 'on-top.patch'
+        p.write_text(hunk)
+        before = self.snapshot()
+        checked = review.check(self.base, patchfile.load(p))
+        self.assertEqual(self.snapshot(), before)
+        assert checked.applied is not None
+        self.assertIn(line.encode() + b'/* more */\n', checked.applied.contents[rel] or b'')
+
+    def test_rename_and_mode_change_on_the_installed_tree(self) -> None:
+        p = Path(self.tmp.name) / 'mv.patch'
+        p.write_text('diff --git a/drivers/net/loopback.c b/drivers/net/lo.c\n'
+                     'similarity index 100%\nrename from drivers/net/loopback.c\n'
+                     'rename to drivers/net/lo.c\n'
+                     'diff --git a/mm/Kconfig b/mm/Kconfig\nold mode 100644\n'
+                     'new mode 100755\n')
+        checked = review.check(self.base, patchfile.load(p))
+        install.install(self.base.path, self.base.version, series.load_series())
+        tree, _ = review.patched_tree(self.base, patchfile.load(p), self.cache,
+                                      checked.applied)
+        self.assertFalse((tree.path / 'drivers/net/loopback.c').exists())
+        self.assertTrue((self.base.path / 'drivers/net/loopback.c').exists())
+        self.assertEqual((tree.path / 'drivers/net/lo.c').read_bytes(),
+                         (self.base.path / 'drivers/net/loopback.c').read_bytes())
+        self.assertEqual((tree.path / 'mm/Kconfig').stat().st_mode & 0o777, 0o755)
+        self.assertEqual((self.base.path / 'mm/Kconfig').stat().st_mode & 0o777, 0o644)
 
 
 class StatusChanges(unittest.TestCase):
