@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from kloc import ktap, mailpatch, patchfile
 from kloc.apply import Contents, PatchError, apply_text, file_changes, touched_files
@@ -26,6 +27,9 @@ from kloc.series import Change
 
 from .helpers import DATA
 
+# Hypothesis caches a Unicode table under its home: out of the source tree.
+HYPOTHESIS_HOME = Path(tempfile.gettempdir()) / 'kloc-hypothesis'
+set_hypothesis_home_dir(str(HYPOTHESIS_HOME))  # type: ignore[no-untyped-call]
 SETTINGS = settings(max_examples=60, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow,
                                            HealthCheck.data_too_large])
@@ -302,7 +306,8 @@ def preimage(text: str) -> Contents:
 VOCABULARY = [
     '--- a/x/y.c', '+++ b/x/y.c', '--- /dev/null', '+++ /dev/null', '+++ b/../../etc/passwd',
     '--- a/x/../../y', 'diff --git a/x/y.c b/x/z.c', 'diff --git a/x b', 'diff --git ',
-    'diff --git "a/x/t\\303\\251st.c" "b/x/t\\303\\251st.c"', 'diff --git "a/x', 'rename from x/y.c',
+    'diff --git "a/x/t\\303\\251st.c" "b/x/t\\303\\251st.c"', 'diff --git "a/x',
+    'rename from x/y.c',
     'rename to x/z.c', 'rename from ../a', 'rename to /abs', 'copy from drivers/net/loopback.c',
     'copy to drivers/net/lo2.c', 'similarity index 100%', 'dissimilarity index 90%',
     'old mode 100644', 'new mode 100755', 'new mode 120000', 'new mode 777', 'old mode x',
@@ -312,7 +317,8 @@ VOCABULARY = [
     '@@ -1,3 +1,3 @@ static int', '@@ -', '\\ No newline at end of file',
     'From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001',
     'Subject: =?x-bogus?q?a?=', 'Subject: =?utf-8?b?!!?=', 'Subject: =?utf-8?q?caf=C3=A9?=',
-    '-', '+', ' ', '', '---', '-- ', '\r', 'Index: x/y.c', '*** a/x/y.c', '--- a/x/y.c\t2024-01-01',
+    '-', '+', ' ', '', '---', '-- ', '\r', 'Index: x/y.c', '*** a/x/y.c',
+    '--- a/x/y.c\t2024-01-01',
 ]
 
 
