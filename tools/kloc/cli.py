@@ -197,9 +197,11 @@ def cmd_review(args: argparse.Namespace) -> int:
         f'{Path(args.patch).stem[:40]}-{patch.sha256[:8] if patch else ""}'
     out = Path(args.out).resolve() / 'review' / name
     opts = review.Options(names, args.bench_topology, args.runs, args.seconds, args.alpha,
-                          args.timeout, args.jobs, out, kunit=not args.no_kunit, aa=args.aa)
+                          args.timeout, args.jobs, out, kunit=not args.no_kunit, aa=args.aa,
+                          force=args.force)
+    checked = review.check(tree, None if args.aa else patch, args.force)
     guest.check_space(cache_dir())
-    outcome = review.run(tree, patch, opts, cache_dir())
+    outcome = review.run(tree, patch, opts, cache_dir(), checked)
     text = reviewreport.render(outcome, opts)
     write_text(out / 'report.txt', text)
     write_text(out / 'review.json', json.dumps(reviewreport.to_json(outcome, opts),

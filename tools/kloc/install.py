@@ -395,8 +395,11 @@ def plan_from(read: PristineFn, tree: Path, version: KernelVersion,
 
 
 def plan(tree: Path, version: KernelVersion, series: list[Change]) -> Plan:
-    """The series applied in memory, starting from the pristine tree."""
-    recover(tree)
+    """The series applied in memory, starting from the pristine tree; writes nothing."""
+    jfile, _ = _journal_paths(tree)
+    if jfile.exists():
+        raise InstallError(f'{tree}: an interrupted install or uninstall left {jfile}; run '
+                           'make install or make uninstall on it to roll it back first')
     _, read = pristine_reader(tree)
     return plan_from(read, tree, version, series)
 
@@ -522,35 +525,45 @@ def _save_edits(tree: Path, rels: list[str], save: Path | None) -> str:
     return f'; your edited copies are saved in {save}'
 
 
-def rebuild_manifest(tree: Path, version: KernelVersion, series: list[Change],
-                     save: Path | None = None) -> Manifest | None:
-    """Work out from the series which files of the tree carry the package.
+def reconstruct(tree: Path, version: KernelVersion,
+                series: list[Change]) -> tuple[Manifest | None, dict[str, bytes]]:
+    """Work out from the series which files of the tree carry the package; writes nothing.
 
-    For a tree whose .kloc/ is gone or damaged. Returns None if no file does.
+    For a tree whose .kloc/ is gone or damaged: (the manifest, the originals),
+    or (None, {}) if no file carries the package.
     """
     files: dict[str, Record] = {}
-    origs: dict[str, tuple[bytes, int | None]] = {}
+    origs: dict[str, bytes] = {}
     for rel in series_files(version, series):
         data = _read(tree, rel)
         found, orig = recover_original(rel, data, version, series)
         if not found:
             continue
-        files[rel] = Record(sha(orig), sha(data), _mode(tree, rel) if orig is not None else None)
+        files[rel] = Record(sha(orig), sha(data),
+                            _mode(tree, rel) if orig is not None else None)
         if orig is not None:
-            origs[rel] = (orig, _mode(tree, rel))
+            origs[rel] = orig
     if not files:
+        return None, {}
+    return Manifest(str(version), [c.name for c in series], files), origs
+
+
+def rebuild_manifest(tree: Path, version: KernelVersion, series: list[Change],
+                     save: Path | None = None) -> Manifest | None:
+    """reconstruct(), and write the result to .kloc/ (the old state goes to save)."""
+    m, origs = reconstruct(tree, version, series)
+    if m is None:
         return None
-    m = Manifest(str(version), [c.name for c in series], files)
     state = tree / STATE_DIR
     if state.exists():
         if save is not None:
             shutil.copytree(state, save / STATE_DIR, dirs_exist_ok=True)
         shutil.rmtree(state)
-    for rel, (orig, mode) in origs.items():
-        _write(state / 'orig' / rel, orig, mode)
+    for rel, orig in origs.items():
+        _write(state / 'orig' / rel, orig, _mode(tree, rel))
     _write(state / MANIFEST, m.to_json().encode(), 0o644)
     progress.say(f'{tree}: rebuilt {state / MANIFEST} from the series '
-                 f'({len(files)} files carry the package)')
+                 f'({len(m.files)} files carry the package)')
     return m
 
 
@@ -603,21 +616,27 @@ def managed_files(tree: Path) -> set[str]:
     return set(m.files) if m else set()
 
 
-def install(tree: Path, version: KernelVersion, series: list[Change], force: bool = False,
-            save: Path | None = None) -> list[str]:
-    """Make the tree carry the series; return the files written (none if current).
+@dataclass
+class Decision:
+    """What an install would do, decided before anything is written."""
+    plan: Plan
+    before: Manifest | None
+    manifest: Manifest
+    read: PristineFn
+    status: dict[str, str]
+    changes: dict[str, tuple[bytes | None, bytes | None, int | None]]
+    kept: list[str]
 
-    A managed file edited by hand is kept as it is when the package's changes
-    are still in it; one that would have to be overwritten is refused, unless
-    force (its edited copy then goes to save).
-    """
-    recover(tree, force)
-    before = _manifest_or_rebuild(tree, version, series, force, save)
-    state = tree / STATE_DIR
-    if before is None and state.exists():   # leftovers of a run that wrote no file
-        _tick()
-        shutil.rmtree(state)
-    _, read = pristine_reader(tree)
+    def contents(self, tree: Path) -> Contents:
+        """Every managed file as it will be after the install (kept edits as they are)."""
+        out: Contents = dict(self.plan.final)
+        for rel in self.kept:
+            out[rel] = _read(tree, rel)
+        return out
+
+
+def _decide(tree: Path, version: KernelVersion, series: list[Change], before: Manifest | None,
+            read: PristineFn, force: bool) -> Decision:
     p = plan_from(read, tree, version, series)
     status = _classify(tree, before)
     old = before.files if before else {}
@@ -655,12 +674,59 @@ def install(tree: Path, version: KernelVersion, series: list[Change], force: boo
             f'diff, or copy the files) first; to drop them, run again with {FORCE_HINT}; '
             'nothing was written')
     manifest = Manifest(str(version), [s.change.name for s in p.steps], records)
-    if kept:
-        progress.say(f'{tree}: kept your edits to {", ".join(kept)} (the package\'s '
+    return Decision(p, before, manifest, read, status, changes, kept)
+
+
+def preview(tree: Path, version: KernelVersion, series: list[Change],
+            force: bool = False) -> Contents:
+    """The managed files as install() would leave them; raises what install() would.
+
+    Writes nothing: a pending journal is reported, not rolled back.
+    """
+    jfile, _ = _journal_paths(tree)
+    if jfile.exists():
+        raise InstallError(f'{tree}: an interrupted install or uninstall left {jfile}; run '
+                           'make install or make uninstall on it to roll it back first')
+    try:
+        before = read_manifest(tree)
+    except InstallError:
+        if not force:
+            raise
+        before = None
+    if before is not None:
+        _, read = pristine_reader(tree)
+    else:
+        before, origs = reconstruct(tree, version, series)
+        rebuilt = before.files if before else {}
+
+        def read(rel: str) -> bytes | None:
+            return origs.get(rel) if rel in rebuilt else _read(tree, rel)
+    return _decide(tree, version, series, before, read, force).contents(tree)
+
+
+def install(tree: Path, version: KernelVersion, series: list[Change], force: bool = False,
+            save: Path | None = None) -> list[str]:
+    """Make the tree carry the series; return the files written (none if current).
+
+    A managed file edited by hand is kept as it is when the package's changes
+    are still in it; one that would have to be overwritten is refused, unless
+    force (its edited copy then goes to save).
+    """
+    recover(tree, force)
+    before = _manifest_or_rebuild(tree, version, series, force, save)
+    state = tree / STATE_DIR
+    if before is None and state.exists():   # leftovers of a run that wrote no file
+        _tick()
+        shutil.rmtree(state)
+    _, read = pristine_reader(tree)
+    d = _decide(tree, version, series, before, read, force)
+    p, old, changes = d.plan, before.files if before else {}, d.changes
+    if d.kept:
+        progress.say(f'{tree}: kept your edits to {", ".join(d.kept)} (the package\'s '
                      'changes are still in them); the tests run on them as they are')
-    if not changes and before is not None and before.to_json() == manifest.to_json():
+    if not changes and before is not None and before.to_json() == d.manifest.to_json():
         return []
-    dropped = [r for r in changes if status.get(r) == 'edited']
+    dropped = [r for r in changes if d.status.get(r) == 'edited']
     edits = _save_edits(tree, dropped, save)
     _begin(tree, 'install', before, changes)
     for rel in sorted(p.final):
@@ -675,7 +741,7 @@ def install(tree: Path, version: KernelVersion, series: list[Change], force: boo
         if rel not in p.final and (state / 'orig' / rel).exists():
             _tick()
             (state / 'orig' / rel).unlink()
-    _write(state / MANIFEST, manifest.to_json().encode(), 0o644)
+    _write(state / MANIFEST, d.manifest.to_json().encode(), 0o644)
     _end(tree)
     if dropped:
         progress.say(f'{tree}: dropped your edits to {", ".join(dropped)}{edits}')

@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import stat
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,7 @@ from pathlib import Path
 from . import ab, figures, guest, install, kunit_run, linkcopy, progress, series, topology
 from .apply import DEFAULT_MODE, Contents, Modes, apply_text, conflict, file_changes
 from .errors import KlocError
-from .ktree import Tree
+from .ktree import Tree, uncommitted
 from .patchfile import PatchInfo
 
 
@@ -50,6 +51,7 @@ class Options:
     out: Path
     kunit: bool = True
     aa: bool = False                # A/A: the base against itself
+    force: bool = False             # FORCE=1: replace files edited by hand
 
 
 Statuses = dict[tuple[str, str], str]
@@ -78,6 +80,9 @@ class Outcome:
     qemu_command: list[str] = field(default_factory=list)
     key: dict[str, str] = field(default_factory=dict)
     reused: bool = False
+    # Files of the base tree with uncommitted edits (hand edits of managed
+    # files, and a git tree's modified tracked files): the review ran on them.
+    dirty: list[str] = field(default_factory=list)
 
 
 def series_hash() -> str:
@@ -148,12 +153,30 @@ def apply_to(base: Tree, patch: PatchInfo, planned: Contents) -> Applied:
     return Applied(contents, out_modes)
 
 
-def check(base: Tree, patch: PatchInfo | None) -> Checked:
+def check(base: Tree, patch: PatchInfo | None, force: bool = False) -> Checked:
     """All that make review can find wrong before it writes anything, to the tree or
-    elsewhere: the package's series must install into the tree (InstallError), and the
-    patch apply on the installed state (ReviewError, HunkError). Writes nothing."""
-    planned = install.plan(base.path, base.version, series.load_series()).final
+    elsewhere: the package's series must install into the tree (InstallError, or
+    EditedFilesError for hand edits it would overwrite), and the patch apply on the
+    installed state, hand edits it keeps included (ReviewError, HunkError). Writes
+    nothing."""
+    planned = install.preview(base.path, base.version, series.load_series(), force)
     return Checked(base, patch, apply_to(base, patch, planned) if patch else None)
+
+
+def dirty_files(base: Tree) -> list[str]:
+    """The base tree's uncommitted edits: managed files edited by hand, and a git
+    tree's changed tracked files that are not the package's."""
+    managed = install.managed_files(base.path)
+    return sorted(set(install.edited_files(base.path))
+                  | {f for f in uncommitted(base.path) if f not in managed})
+
+
+def _dirty_digest(base: Tree, dirty: list[str]) -> str:
+    h = hashlib.sha256()
+    for rel in dirty:
+        p = base.path / rel
+        h.update(rel.encode() + b'\0' + (p.read_bytes() if p.is_file() else b'-') + b'\0')
+    return h.hexdigest()
 
 
 def patched_tree(base: Tree, patch: PatchInfo, cache: Path,
@@ -165,8 +188,11 @@ def patched_tree(base: Tree, patch: PatchInfo, cache: Path,
     """
     if applied is None:
         applied = apply_to(base, patch, {})
+    # The key covers the base's uncommitted edits: a copy made before an edit is
+    # not the base with the patch after it.
     key = hashlib.sha256('\0'.join([str(base.path), str(base.version), series_hash(),
-                                    patch.sha256]).encode()).hexdigest()[:16]
+                                    patch.sha256, _dirty_digest(base, dirty_files(base))]
+                                   ).encode()).hexdigest()[:16]
     root = cache / 'review' / f'{base.label}-{key}'
     src, stamp = root / 'src', root / 'kloc-review.json'
     want = {'base': str(base.path), 'version': str(base.version), 'patch': patch.sha256,
@@ -219,15 +245,20 @@ def run(base: Tree, patch: PatchInfo | None, opts: Options, cache: Path,
     Nothing is written, to the tree or anywhere, before check() has passed.
     """
     if checked is None or checked.base != base or checked.patch != patch:
-        checked = check(base, None if opts.aa else patch)
-    install.install(base.path, base.version, series.load_series())
+        checked = check(base, None if opts.aa else patch, opts.force)
+    install.install(base.path, base.version, series.load_series(), force=opts.force,
+                    save=cache / 'dropped-edits' / time.strftime('%Y%m%d-%H%M%S'))
+    dirty = dirty_files(base)
+    if dirty:
+        progress.say(f'the base tree has uncommitted edits, reviewed as they are (and so '
+                     f'recorded): {", ".join(dirty)}')
     if opts.aa:
         patched, reused = base, True
     else:
         assert patch is not None
         patched, reused = patched_tree(base, patch, cache, checked.applied)
         progress.say(f'patched tree {"reused" if reused else "made"}: {patched.path}')
-    outcome = Outcome(base, patched, patch, reused=reused)
+    outcome = Outcome(base, patched, patch, reused=reused, dirty=dirty)
     opts.out.mkdir(parents=True, exist_ok=True)
     if opts.kunit and not opts.aa:
         for label, tree in (('base', base), ('patched', patched)):

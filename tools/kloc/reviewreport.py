@@ -52,7 +52,12 @@ def render(o: Outcome, opts: Options) -> str:
     if o.patch and not opts.aa:
         lines.append(f'  {o.patch.path.name}, {o.patch.mails} mail(s), '
                      f'{len(o.patch.files)} file(s), sha256 {o.patch.sha256[:16]}')
-    lines += [f'Base:    Linux {o.base.version} ({o.base.origin} tree)',
+    lines += [f'Base:    Linux {o.base.version} ({o.base.origin} tree)']
+    if o.dirty:
+        lines += textwrap.wrap('Base tree has uncommitted edits (reviewed as they are): '
+                               + ', '.join(o.dirty), WIDTH, initial_indent='  ',
+                               subsequent_indent='    ')
+    lines += [
               f'Patched: Linux {o.patched.version}, base + the patch'
               if not opts.aa else 'Patched: the same kernel (A/A)', '']
     if opts.kunit and not opts.aa:
@@ -109,7 +114,8 @@ def kcidb(o: Outcome, opts: Options) -> dict[str, object]:
     checkouts: list[dict[str, object]] = [{
         'id': checkout, 'origin': ORIGIN, 'patchset_hash': patch_hash,
         'comment': o.patch.subject if o.patch and not opts.aa else 'A/A', 'valid': True,
-        'misc': {'base': f'Linux {o.base.version}', 'base_origin': o.base.origin}}]
+        'misc': {'base': f'Linux {o.base.version}', 'base_origin': o.base.origin,
+                 'uncommitted_files': o.dirty}}]
     builds: list[dict[str, object]] = []
     tests: list[dict[str, object]] = []
     bench_arch = topology.get(opts.bench_topology).arch
@@ -170,7 +176,7 @@ def to_json(o: Outcome, opts: Options) -> dict[str, object]:
             'files': list(o.patch.files), 'mails': o.patch.mails},
         'aa': opts.aa,
         'base': {'version': str(o.base.version), 'tree': str(o.base.path),
-                 'origin': o.base.origin},
+                 'origin': o.base.origin, 'uncommitted_files': o.dirty},
         'patched': {'version': str(o.patched.version), 'tree': str(o.patched.path),
                     'reused_cached_tree': o.reused},
         'kunit': {'topologies': list(opts.topologies), 'totals': o.kunit_totals,

@@ -196,6 +196,27 @@ class InterruptionTest(Base):
         self.check_every_write('uninstall')
 
 
+class ReadOnlyTest(Base):
+    def test_plan_and_preview_write_nothing_with_a_pending_journal(self) -> None:
+        install.set_fault(8, 'fail')
+        with self.assertRaises(OSError):
+            install.install(self.root, self.version, SERIES)
+        install.set_fault(None)
+        self.assertTrue((self.root / install.STATE_DIR / install.JOURNAL).exists())
+        before = snapshot(self.root)
+        for fn in (install.plan, install.preview):
+            with self.assertRaisesRegex(install.InstallError, 'roll it back'):
+                fn(self.root, self.version, SERIES)
+        self.assertEqual(snapshot(self.root), before)
+
+    def test_preview_is_what_install_does(self) -> None:
+        want = install.preview(self.root, self.version, SERIES)
+        self.assertEqual(snapshot(self.root), self.pristine)
+        install.install(self.root, self.version, SERIES)
+        for rel, data in want.items():
+            self.assertEqual((self.root / rel).read_bytes(), data, rel)
+
+
 class LostStateTest(Base):
     def setUp(self) -> None:
         super().setUp()

@@ -147,6 +147,16 @@ class PatchedTree(unittest.TestCase):
             review.patched_tree(self.base, patchfile.load(other), self.cache)
 
 
+def _one_line_hunk(text: str, line: str, replacement: str) -> str:
+    """A -p1 hunk replacing the one line holding `line`, with 3 lines of context."""
+    lines = text.splitlines(keepends=True)
+    i = next(n for n, x in enumerate(lines) if line in x)
+    lo, hi = max(0, i - 3), min(len(lines), i + 4)
+    body = ''.join(' ' + x for x in lines[lo:i]) + '-' + lines[i] + \
+        '+' + lines[i].replace(line, replacement) + ''.join(' ' + x for x in lines[i + 1:hi])
+    return f'@@ -{lo + 1},{hi - lo} +{lo + 1},{hi - lo} @@\n' + body
+
+
 class ChecksBeforeWriting(unittest.TestCase):
     """make review on a KDIR tree without the package: a patch that cannot apply, or
     names a file the tree lacks, is refused before the install writes anything."""
@@ -236,6 +246,34 @@ class ChecksBeforeWriting(unittest.TestCase):
         self.assertEqual(self.snapshot(), before)
         assert checked.applied is not None
         self.assertIn(line.encode() + b'/* more */\n', checked.applied.contents[rel] or b'')
+
+    def test_hand_edits_are_reviewed_as_they_are_and_recorded(self) -> None:
+        """An edited driver (its hooks kept): the patch is checked against the edit,
+        the patched copy carries it, and the report and KCIDB record say so."""
+        install.install(self.base.path, self.base.version, series.load_series())
+        rel = 'drivers/irqchip/irq-gic-v3-its.c'
+        drv = self.base.path / rel
+        old = 'pr_err_ratelimited("Unable to get SGI status\\n");'
+        new = 'pr_err_ratelimited("Unable to read the SGI status\\n");'
+        drv.write_text(drv.read_text().replace(old, new))
+        p = Path(self.tmp.name) / 'on-edit.patch'
+        p.write_text(f'--- a/{rel}\n+++ b/{rel}\n' + _one_line_hunk(drv.read_text(), new,
+                                                                     new + ' /* x */'))
+        checked = review.check(self.base, patchfile.load(p))
+        assert checked.applied is not None
+        self.assertIn(b'SGI status\\n"); /* x */', checked.applied.contents[rel] or b'')
+        self.assertEqual(review.dirty_files(self.base), [rel])
+        tree, _ = review.patched_tree(self.base, patchfile.load(p), self.cache,
+                                      checked.applied)
+        self.assertIn('Unable to read the SGI status', (tree.path / rel).read_text())
+        o = review.Outcome(self.base, tree, patchfile.load(p), dirty=[rel])
+        text = reviewreport.render(o, self.opts)
+        self.assertIn('uncommitted edits', text)
+        self.assertIn('irq-gic-v3-its.c', text)
+        doc = reviewreport.to_json(o, self.opts)
+        kc = doc['kcidb']
+        assert isinstance(kc, dict)
+        self.assertEqual(kc['checkouts'][0]['misc']['uncommitted_files'], [rel])
 
     def test_rename_and_mode_change_on_the_installed_tree(self) -> None:
         p = Path(self.tmp.name) / 'mv.patch'
