@@ -2,7 +2,7 @@
 #
 # kloc: kernel locality tests. "make help" lists the targets.
 
-KERNEL     ?= 6.12
+KERNEL     ?=
 KDIR       ?=
 OUT        ?= out
 TOPOLOGIES ?=
@@ -21,10 +21,7 @@ q = '$(subst ','\'',$(1))'
 # --flag 'VALUE' when the variable is set; the defaults live in tools/kloc/defaults.py.
 opt = $(if $(2),$(1) $(call q,$(2)))
 FORCE_OPT = $(if $(filter-out 0,$(FORCE)),--force)
-TREE  = --kernel $(call q,$(KERNEL)) $(call opt,--kdir,$(KDIR)) $(FORCE_OPT)
-# make compare needs SLAB, so it defaults to 6.1 unless KERNEL is given.
-COMPARE_TREE = --kernel $(if $(filter file,$(origin KERNEL)),6.1,$(call q,$(KERNEL))) \
-	$(call opt,--kdir,$(KDIR)) $(FORCE_OPT)
+TREE  = $(call opt,--kernel,$(KERNEL)) $(call opt,--kdir,$(KDIR)) $(FORCE_OPT)
 NUMBERS = $(call opt,--timeout,$(TIMEOUT)) $(call opt,--runs,$(RUNS)) \
 	$(call opt,--seconds,$(SECONDS)) $(call opt,--alpha,$(ALPHA))
 
@@ -35,17 +32,17 @@ help:
 	@echo 'kloc: kernel locality tests (see README.md)'
 	@echo
 	@echo '  make run         KUnit on every topology, the mutants, the kselftest; the summary'
-	@echo '  make test        the package'"'"'s own tests, lint, and KUnit on 6.12 and 6.1'
+	@echo "  make test        the package's own tests, lint, and KUnit on $$($(KLOC) registry make-test-kernels)"
 	@echo
 	@echo '  make deps        install missing Debian packages (as root), or list them'
-	@echo '  make tree        extract the kernel tree (KERNEL=6.12|6.1), print its path'
+	@echo "  make tree        extract the kernel tree (KERNEL=$$($(KLOC) registry kernels | tr ' ' '|')), print its path"
 	@echo '  make install     install the tests and hooks into the tree'
 	@echo '  make uninstall   restore the tree byte for byte'
 	@echo '  make patches     export the series as git-am-able patches to $$(OUT)/patches'
 	@echo '  make kunit       KUnit on every topology: KTAP, JSON, $$(OUT)/kunit/junit.xml'
 	@echo '  make kselftest   build the kselftests standalone and in-tree; run them on this kernel'
 	@echo '  make guest       build a minimal guest (ARCH=, ALLOC=slub|slab) and run the kselftest once'
-	@echo '  make compare     SLUB vs SLAB guests (6.1), interleaved: table, JSON, SVG plot'
+	@echo '  make compare     SLUB vs SLAB guests (the newest kernel with SLAB), interleaved: table, JSON, SVG plot'
 	@echo '  make review      PATCH=file: base vs patched kernel, KUnit + loopback A/B; report'
 	@echo '  make bench-aa    20 short A/A reviews: how often a null difference is called'
 	@echo '  make mutants     apply each mutant to a copy of the tree; each must be caught'
@@ -54,7 +51,7 @@ help:
 	@echo '  make lint        checkpatch --strict, W=1 and sparse, mypy --strict, shellcheck'
 	@echo '  make clean       remove $$(OUT)'
 	@echo
-	@echo 'Variables: KERNEL=$(KERNEL) KDIR=$(KDIR) OUT=$(OUT) TOPOLOGIES=$(TOPOLOGIES)'
+	@echo "Variables: KERNEL=$(or $(KERNEL),(default: the first of $$($(KLOC) registry kernels))) KDIR=$(KDIR) OUT=$(OUT) TOPOLOGIES=$(TOPOLOGIES)"
 	@echo '           KLOC_CACHE=$(KLOC_CACHE) ARCH= ALLOC= TOPOLOGY= (guest, compare, review)'
 	@echo '           PATCH= AA=1 (review) FORCE=1 (replace or restore files edited by hand)'
 	@echo
@@ -86,7 +83,7 @@ guest: deps
 		$(call opt,--timeout,$(TIMEOUT)) $(call opt,--seconds,$(SECONDS)) --out $(call q,$(OUT))
 
 compare: deps
-	@$(KLOC) compare $(COMPARE_TREE) --arch $(call q,$(or $(ARCH),x86_64)) \
+	@$(KLOC) compare $(TREE) --arch $(call q,$(or $(ARCH),x86_64)) \
 		$(call opt,--topology,$(TOPOLOGY)) $(NUMBERS) --out $(call q,$(OUT))
 
 review: deps

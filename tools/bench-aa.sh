@@ -16,13 +16,13 @@ REPEATS=${REPEATS:-20}
 RUNS=${RUNS:-6}
 SECONDS_=${AA_SECONDS:-1}
 ALPHA=${ALPHA:-0.05}
-KERNEL=${KERNEL:-6.12}
+KERNEL=${KERNEL:-}
 
 
 called=0
 for i in $(seq 1 "$REPEATS"); do
 	echo "=== A/A review $i of $REPEATS ($RUNS runs a side, ${SECONDS_} s) ===" >&2
-	kloc review --kernel "$KERNEL" ${KDIR:+--kdir "$KDIR"} --aa --tag "$i" --no-kunit \
+	kloc review ${KERNEL:+--kernel "$KERNEL"} ${KDIR:+--kdir "$KDIR"} --aa --tag "$i" --no-kunit \
 		--runs "$RUNS" --seconds "$SECONDS_" --alpha "$ALPHA" --out "$OUT/bench-aa" \
 		>/dev/null
 	verdict=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["verdict"])' \

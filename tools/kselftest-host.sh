@@ -11,11 +11,11 @@ cd "$(dirname "$0")/.."
 # shellcheck source=tools/lib.sh
 . tools/lib.sh
 OUT=${OUT:-out}
-KERNEL=${KERNEL:-6.12}
+KERNEL=${KERNEL:-$(kloc registry kernels | cut -d" " -f1)}
 TARGETS=lo_counters
 
 tree=$(kloc tree --kernel "$KERNEL")
-kloc install --kernel "$KERNEL" 2>/dev/null
+kloc install --kernel "$KERNEL" >/dev/null
 out=$(realpath -m "$OUT/kselftest")
 rm -rf "$out"
 mkdir -p "$out"

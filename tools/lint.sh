@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 # checkpatch runs spdxcheck.py with the python3 on PATH: use the one with Debian's packages.
 export PATH="/usr/bin:$PATH"
 OUT=${OUT:-out}
-KERNELS=${KERNELS:-6.12 6.1}
+KERNELS=${KERNELS:-$(kloc registry make-test-kernels)}
 fail=0
 checkpatch() {
 	local tree=$1
@@ -61,12 +61,12 @@ for k in $KERNELS; do
 		continue
 	fi
 	step "W=1 C=2 build of the package's objects (Linux $k, arm64)"
-	kloc install --kernel "$k" 2>/dev/null
-	cross=aarch64-linux-gnu-
-	case "$(uname -m)" in aarch64|arm64) cross= ;; esac
+	kloc install --kernel "$k" >/dev/null || { fail=1; continue; }
+	cross=$(kloc registry cross arm64)
+	read -r -a objects <<<"$(kloc registry lint-objects)"
 	log="$out/w1.log"
 	if ! make -s -C "$tree" O="$build" ARCH=arm64 CROSS_COMPILE="$cross" \
-		W=1 C=2 drivers/irqchip/irq-gic-v3-its.o mm/percpu_locality_kunit.o \
+		W=1 C=2 "${objects[@]}" \
 		>"$log" 2>&1; then
 		cat "$log"
 		fail=1

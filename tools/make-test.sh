@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# make test: the tool tests, KUnit on 6.12 and 6.1 on every topology, and
+# make test: the tool tests, KUnit on every kernel of tools/kloc/kernels.py
+# (6.12 and 6.1) on every topology, the mutants on the first of them, and
 # the lint gates. Prints each phase with its elapsed time; runs every phase
 # even when one fails, and exits non-zero if any did.
 
@@ -40,13 +41,14 @@ phase() {
 rm -rf "$OUT"
 mkdir -p "$OUT"
 phase "tool tests" bash -c "cd tools && '$PYTHON' -m unittest discover -s tests -t ."
-for k in 6.12 6.1; do
+kernels=$(kloc registry make-test-kernels) || exit 1
+for k in $kernels; do
 	phase "kunit on Linux $k" kloc kunit --kernel "$k" --out "$OUT" --jobs "$JOBS" \
 		--timeout "$TIMEOUT"
 done
 phase "kselftest on this machine's kernel" env OUT="$OUT" PYTHON="$PYTHON" \
 	tools/kselftest-host.sh
-phase "mutants on Linux 6.12" kloc mutants --kernel 6.12 --out "$OUT" --jobs "$JOBS"
+phase "mutants on Linux ${kernels%% *}" kloc mutants --kernel "${kernels%% *}" --out "$OUT" --jobs "$JOBS"
 phase "lint" env OUT="$OUT" PYTHON="$PYTHON" tools/lint.sh
 phase "kunit report (both kernels)" kloc report --out "$OUT"
 

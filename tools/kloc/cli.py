@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from . import (compare, defaults, guest, install, junit, kunit_run, mailpatch, mutants, patchfile, progress,
-               review, reviewreport, series, summary, svgplot, topology)
+from . import (arches, compare, defaults, guest, install, junit, kernels, kunit_run, mailpatch,
+               mutants, patchfile, progress, review, reviewreport, series, suites, summary,
+               svgplot, topology)
 from .atomicfile import write_text
 from .errors import KlocError, describe_os_error
 from .ktree import Tree, resolve, uncommitted
@@ -240,6 +241,21 @@ def option(sp: argparse.ArgumentParser, command: str, dest: str) -> None:
                     help=f'{o.about} (make: {o.make}=)')
 
 
+def cmd_registry(args: argparse.Namespace) -> int:
+    """One fact of the registries, as words for a shell script."""
+    if args.what == 'kernels':
+        print(' '.join(kernels.names()))
+    elif args.what == 'make-test-kernels':
+        print(' '.join(k.series for k in kernels.KERNELS if k.in_make_test))
+    elif args.what == 'packages':
+        print(' '.join(k.package for k in kernels.KERNELS))
+    elif args.what == 'cross':
+        print(arches.get(args.arch).cross_prefix())
+    else:
+        print(' '.join(suites.lint_objects()))
+    return 0
+
+
 def cmd_defaults(args: argparse.Namespace) -> int:
     print(defaults.table(), end='')
     return 0
@@ -250,8 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest='command', required=True)
 
     def tree_opts(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument('--kernel', default=os.environ.get('KERNEL', '6.12'),
-                        help="Debian linux-source version: 6.12 or 6.1")
+        sp.add_argument('--kernel', default=os.environ.get('KERNEL', kernels.DEFAULT),
+                        help='Debian linux-source version: ' + ' or '.join(kernels.names()))
         sp.add_argument('--kdir', default=os.environ.get('KDIR', ''),
                         help='your own kernel tree (wins over --kernel)')
         sp.add_argument('--force', action='store_true',
@@ -265,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         tree_opts(sp)
         sp.set_defaults(fn=fn)
         if name == 'builddir':
-            sp.add_argument('--arch', default='arm64', choices=('arm64', 'x86_64'))
+            sp.add_argument('--arch', default='arm64', choices=sorted(arches.ARCHES))
     sp = sub.add_parser('added-lines')
     tree_opts(sp)
     sp.set_defaults(fn=cmd_added_lines)
@@ -289,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     sp.set_defaults(fn=cmd_mutants)
     sp = sub.add_parser('guest')
     tree_opts(sp)
-    sp.add_argument('--arch', default='x86_64', choices=sorted(guest.ARCHES))
+    sp.add_argument('--arch', default='x86_64', choices=sorted(arches.ARCHES))
     sp.add_argument('--alloc', default='slub', choices=guest.ALLOCATORS)
     sp.add_argument('--topology', default='x86_64_2n')
     option(sp, 'guest', 'seconds')
@@ -298,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     sp.set_defaults(fn=cmd_guest)
     sp = sub.add_parser('compare', help='SLUB against SLAB guests, interleaved')
     tree_opts(sp)
-    sp.add_argument('--arch', default='x86_64', choices=sorted(guest.ARCHES))
+    sp.add_argument('--arch', default='x86_64', choices=sorted(arches.ARCHES))
     sp.add_argument('--topology', default='', help='default: the arch\'s 2-node topology')
     sp.add_argument('--a', default='slub', choices=guest.ALLOCATORS)
     sp.add_argument('--b', default='slab', choices=guest.ALLOCATORS)
@@ -307,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     option(sp, 'compare', 'alpha')
     option(sp, 'compare', 'timeout')
     sp.add_argument('--out', default='out')
-    sp.set_defaults(fn=cmd_compare, kernel=os.environ.get('KERNEL', '6.1'))
+    sp.set_defaults(fn=cmd_compare, kernel=os.environ.get('KERNEL', kernels.with_slab()))
     sp = sub.add_parser('review', help='a patched kernel against its base')
     tree_opts(sp)
     sp.add_argument('--patch', default='', help='a -p1 diff, git format-patch mail or mbox')
@@ -326,6 +342,11 @@ def main(argv: list[str] | None = None) -> int:
     option(sp, 'review', 'timeout')
     sp.add_argument('--out', default='out')
     sp.set_defaults(fn=cmd_review)
+    sp = sub.add_parser('registry', help='the declared kernels, arches and suites, for scripts')
+    sp.add_argument('what', choices=('kernels', 'make-test-kernels', 'packages', 'cross',
+                                     'lint-objects'))
+    sp.add_argument('arch', nargs='?', default='arm64')
+    sp.set_defaults(fn=cmd_registry)
     sp = sub.add_parser('defaults', help='every option\'s default, as make help shows them')
     sp.set_defaults(fn=cmd_defaults)
     sp = sub.add_parser('report')

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import progress
+from . import arches, progress
 from .atomicfile import write_bytes, write_text
 from .topology import Topology, accel_args
 from .kunit_run import build_env
@@ -33,14 +33,8 @@ from .errors import KlocError
 CONFIGS = PACKAGE_ROOT / 'configs'
 SELFTEST = PACKAGE_ROOT / 'selftests' / 'lo_counters' / 'lo_counters.c'
 BUSYBOX = Path('/bin/busybox')
-DEBIAN_ARCH = {'x86_64': 'amd64', 'arm64': 'arm64'}
 ALLOCATORS = ('slub', 'slab')
 SLAB_REMOVED = KernelVersion(6, 8)
-ARCHES = {
-    # arch: (kernel image, console, cross prefix on an x86_64 host)
-    'x86_64': ('arch/x86/boot/bzImage', 'ttyS0', ''),
-    'arm64': ('arch/arm64/boot/Image', 'ttyAMA0', 'aarch64-linux-gnu-'),
-}
 BEGIN, END = 'KLOC-RESULT-BEGIN', 'KLOC-RESULT-END'
 
 
@@ -62,7 +56,7 @@ class Guest:
         return self.tree.path.parent / f'guest-{self.arch}-{self.allocator}'
 
     def image(self) -> Path:
-        return self.build_dir() / ARCHES[self.arch][0]
+        return self.build_dir() / arches.get(self.arch).image
 
 
 def fragments(allocator: str) -> list[Path]:
@@ -72,8 +66,9 @@ def fragments(allocator: str) -> list[Path]:
 
 
 def check(guest: Guest) -> None:
-    if guest.arch not in ARCHES:
-        raise GuestError(f'no guest for arch {guest.arch}; use one of {", ".join(ARCHES)}')
+    if guest.arch not in arches.ARCHES:
+        raise GuestError(f'no guest for arch {guest.arch}; use one of '
+                         f'{", ".join(arches.ARCHES)}')
     if guest.allocator not in ALLOCATORS:
         raise GuestError(f'allocator {guest.allocator!r}: use slub or slab')
     if guest.allocator == 'slab' and guest.tree.version >= SLAB_REMOVED:
@@ -95,7 +90,7 @@ def check_space(where: Path) -> None:
 
 
 def _make(guest: Guest, *targets: str, log: Path) -> None:
-    cross = ARCHES[guest.arch][2] if os.uname().machine == 'x86_64' else ''
+    cross = arches.get(guest.arch).cross_prefix()
     cmd = ['make', '-C', str(guest.tree.path), f'O={guest.build_dir()}', f'ARCH={guest.arch}',
            f'-j{os.cpu_count() or 1}', f'CC=ccache {cross}gcc']
     if cross:
@@ -128,13 +123,14 @@ def build(guest: Guest, logs: Path) -> Path:
             if need not in config.splitlines():
                 raise GuestError(f'{guest.name}: {need} did not survive olddefconfig')
         write_text(stamp, wanted)
-    progress.say(f'{guest.name}: building {ARCHES[guest.arch][0]}')
-    _make(guest, os.path.basename(ARCHES[guest.arch][0]), log=logs / f'{guest.name}-build.log')
+    image = arches.get(guest.arch).image
+    progress.say(f'{guest.name}: building {image}')
+    _make(guest, os.path.basename(image), log=logs / f'{guest.name}-build.log')
     return guest.image()
 
 
 def static_selftest(arch: str, ksft_dir: Path, out: Path) -> Path:
-    cross = ARCHES[arch][2] if os.uname().machine == 'x86_64' else ''
+    cross = arches.get(arch).cross_prefix()
     binary = out / f'lo_counters-{arch}'
     tmp = binary.with_name(f'.{binary.name}.kloc-tmp')   # the binary appears whole or not
     try:
@@ -162,7 +158,7 @@ def busybox(arch: str) -> Path:
     dest = cache_dir() / 'busybox' / arch / 'busybox'
     if dest.exists():
         return dest
-    pkg = f'busybox-static:{DEBIAN_ARCH[arch]}'
+    pkg = f'busybox-static:{arches.get(arch).debian}'
     with tempfile.TemporaryDirectory(prefix='kloc-busybox-') as tmp:
         r = subprocess.run(['apt-get', 'download', pkg], cwd=tmp, capture_output=True,
                            text=True)
@@ -170,7 +166,7 @@ def busybox(arch: str) -> Path:
         if r.returncode or not debs:
             raise GuestError(f'cannot download {pkg}: {r.stderr.strip()}\n'
                              f'{arch} guests need it; as root run: dpkg --add-architecture '
-                             f'{DEBIAN_ARCH[arch]} && apt-get update (make deps does this)')
+                             f'{arches.get(arch).debian} && apt-get update (make deps does this)')
         subprocess.run(['dpkg-deb', '-x', str(debs[0]), f'{tmp}/x'], check=True)
         write_bytes(dest, Path(f'{tmp}/x/bin/busybox').read_bytes(), mode=0o755)
     progress.say(f'unpacked {pkg} into {dest}')
@@ -252,7 +248,7 @@ def check_machine(record: dict[str, object], topo: Topology) -> str:
 
 
 def qemu_command(guest: Guest, initrd: Path, topo: Topology) -> list[str]:
-    console = ARCHES[guest.arch][1]
+    console = arches.get(guest.arch).console
     return [f'qemu-system-{topo.qemu_arch}', *topo.machine_args(),
             *accel_args(topo.qemu_arch), '-m', '1024', '-kernel', str(guest.image()),
             '-initrd', str(initrd), '-append', f'console={console} panic=-1 quiet',

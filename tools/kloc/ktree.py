@@ -14,12 +14,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import install, progress, series
+from . import install, kernels, progress, series
 from .paths import cache_dir
 from .version import KernelVersion, VersionError, tree_version
 from .errors import KlocError
 
-SUPPORTED_KERNELS = ('6.12', '6.1')
 STAMP = '.kloc-extracted'
 # Files every usable tree has; a tree missing one is damaged.
 KEY_FILES = ('Makefile', 'Kconfig', 'tools/testing/kunit/kunit.py',
@@ -47,7 +46,7 @@ def check_tree(path: Path) -> KernelVersion:
     """Return the version of a complete kernel tree, or raise TreeError."""
     if not path.is_dir():
         raise TreeError(f'{path} is not a directory; set KDIR to the top of a kernel '
-                        'source tree, or use KERNEL=6.12|6.1')
+                        'source tree, or use KERNEL=' + '|'.join(kernels.names()))
     try:
         version = tree_version(path)
     except VersionError as e:
@@ -61,8 +60,9 @@ def check_tree(path: Path) -> KernelVersion:
 def user_tree(kdir: str) -> Tree:
     path = Path(kdir).expanduser().resolve()
     version = check_tree(path)
-    if version < KernelVersion(6, 1):
-        raise TreeError(f'{path} is Linux {version}; this package supports 6.1 and later')
+    if version < kernels.OLDEST:
+        raise TreeError(f'{path} is Linux {version}; this package supports '
+                        f'{kernels.OLDEST.series} and later')
     return Tree(path, version, 'kdir')
 
 
@@ -188,9 +188,9 @@ def debian_tree(kernel: str, cache: Path) -> Tree:
     renamed into place; an extraction that is killed leaves only that
     temporary directory, which the next run removes.
     """
-    if kernel not in SUPPORTED_KERNELS:
+    if kernels.get(kernel) is None:
         raise TreeError(f'KERNEL={kernel} is not supported; use one of '
-                        f'{", ".join(SUPPORTED_KERNELS)}, or KDIR=/path/to/tree')
+                        f'{", ".join(kernels.names())}, or KDIR=/path/to/tree')
     tarball = _tarball(kernel)
     if not tarball.is_file():
         raise TreeError(f'{tarball} is missing; install it with '

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -15,20 +14,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import ktap, progress, topology
+from . import arches, ktap, progress, suites, topology
 from .atomicfile import write_text
 from .junit import Run
 from .ktree import Tree
-from .paths import PACKAGE_ROOT, QEMU_CONFIGS
+from .paths import QEMU_CONFIGS
 from .procs import disk_full_hint, run_logged, tail
 from .errors import KlocError
 
-# The suites each architecture's kernel carries.
-KUNITCONFIGS = {
-    'arm64': (PACKAGE_ROOT / 'kunit' / 'its' / '.kunitconfig',
-              PACKAGE_ROOT / 'kunit' / 'percpu' / '.kunitconfig'),
-    'x86_64': (PACKAGE_ROOT / 'kunit' / 'percpu' / '.kunitconfig',),
-}
 KVM_PROBE_S = 60
 
 
@@ -81,11 +74,7 @@ def qemu_config(name: str) -> Path:
 
 
 def _toolchain_args(arch: str) -> list[str]:
-    host = platform.machine()
-    if arch == 'arm64':
-        cross = '' if host in ('aarch64', 'arm64') else 'aarch64-linux-gnu-'
-    else:
-        cross = '' if host == 'x86_64' else 'x86_64-linux-gnu-'
+    cross = arches.get(arch).cross_prefix()
     args = [f'--cross_compile={cross}'] if cross else []
     cc = f'{cross}gcc'
     if shutil.which('ccache'):
@@ -117,7 +106,7 @@ def build(job: Job, arch: str) -> None:
     build_dir = job.build_dir(arch)
     cmd = [sys.executable, str(job.kunit_py), 'build', f'--build_dir={build_dir}',
            f'--arch={arch}', f'--qemu_config={qemu_config(first)}',
-           f'--jobs={job.jobs}'] + [f'--kunitconfig={k}' for k in KUNITCONFIGS[arch]]
+           f'--jobs={job.jobs}'] + [f'--kunitconfig={k}' for k in suites.kunitconfigs(arch)]
     cmd += _toolchain_args(arch)
     log = job.out_dir / f'build-{arch}.log'
     build_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -143,10 +132,9 @@ def probe_kvm(job: Job, arch: str) -> None:
     if not topology.kvm_possible(topo.qemu_arch) or \
             topology.kvm_proven(topo.qemu_arch, job.cache) is not None:
         return
-    kernel = job.build_dir(arch) / ('arch/x86/boot/bzImage' if arch == 'x86_64'
-                                    else 'arch/arm64/boot/Image.gz')
-    console = 'ttyS0' if arch == 'x86_64' else 'ttyAMA0'
-    machine = ['-machine', 'pc'] if arch == 'x86_64' else ['-machine', 'virt,gic-version=3']
+    a = arches.get(arch)
+    kernel = job.build_dir(arch) / a.kunit_image
+    console, machine = a.console, list(a.machine)
     cmd = [f'qemu-system-{topo.qemu_arch}', '-accel', 'kvm', '-cpu', 'host', *machine,
            '-m', '512', '-smp', '2', '-nodefaults', '-nographic', '-no-reboot',
            '-serial', 'stdio', '-kernel', str(kernel), '-append',

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import guest, ktap, linkcopy, progress, topology
+from . import guest, ktap, linkcopy, progress, suites, topology
 from .atomicfile import write_text
 from .apply import Contents, apply_patch, touched_files
 from .kunit_run import Job, KunitError, build, run_topology
@@ -28,9 +28,8 @@ from .paths import PACKAGE_ROOT
 from .version import KernelVersion, VersionError
 from .errors import KlocError
 
-TOPOLOGY = 'arm64_2n_its1'  # the ITS away from the boot CPU's node
-GUEST_TOPOLOGY = 'x86_64_2n'
-KINDS = {'kunit': 'kunit/*/mutants', 'guest': 'selftests/*/mutants'}
+TOPOLOGY = suites.mutant_topology('kunit')          # the ITS away from the boot CPU's node
+GUEST_TOPOLOGY = suites.mutant_topology('guest')
 
 
 class MutantError(KlocError):
@@ -58,10 +57,11 @@ class Outcome:
 def load(version: KernelVersion, root: Path = PACKAGE_ROOT) -> list[Mutant]:
     """Each suite's mutants written for the newest X.Y not above version."""
     out = []
-    for kind, pattern in KINDS.items():
-        for suite in sorted({d.parent for d in root.glob(f'{pattern}/*')}):
+    for s in suites.SUITES:
+        kind, mdir = s.mutant_kind, root / s.dir / 'mutants'
+        if mdir.is_dir():
             found: dict[KernelVersion, Path] = {}
-            for d in suite.iterdir():
+            for d in mdir.iterdir():
                 try:
                     v = KernelVersion.parse(d.name)
                 except VersionError:

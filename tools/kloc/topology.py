@@ -20,6 +20,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import arches
 from .paths import cache_dir
 from .errors import KlocError
 
@@ -61,7 +62,7 @@ class Topology:
 
     @property
     def qemu_arch(self) -> str:
-        return 'aarch64' if self.arch == 'arm64' else self.arch
+        return arches.get(self.arch).qemu
 
     def machine_args(self) -> list[str]:
         """QEMU options that shape the machine, and so the DTB."""
@@ -214,7 +215,7 @@ def kunit_params(name: str) -> dict[str, object]:
                                   'CONFIG_X86_64_ACPI_NUMA=y']),
             'qemu_arch': 'x86_64',
             'kernel_path': 'arch/x86/boot/bzImage',
-            'kernel_command_line': 'console=ttyS0 panic=-1',
+            'kernel_command_line': f'console={arches.get("x86_64").console} panic=-1',
             'extra_qemu_params': topo.machine_args() + accel_args('x86_64')
             + (['-bios', str(QBOOT)] if QBOOT.exists() else []),
         }
@@ -225,7 +226,7 @@ def kunit_params(name: str) -> dict[str, object]:
                               'CONFIG_PCI=y', 'CONFIG_NUMA=y']),
         'qemu_arch': 'aarch64',
         'kernel_path': 'arch/arm64/boot/Image.gz',
-        'kernel_command_line': 'console=ttyAMA0 panic=-1',
+        'kernel_command_line': f'console={arches.get("arm64").console} panic=-1',
         'extra_qemu_params': topo.machine_args() + accel_args('aarch64')
         + ['-dtb', str(dtb(topo))],
     }
