@@ -11,6 +11,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
@@ -261,71 +263,45 @@ def cmd_defaults(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = _Parser(prog='kloc', description=__doc__)
-    sub = p.add_subparsers(dest='command', required=True)
+def _tree_opts(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument('--kernel', default=os.environ.get('KERNEL', kernels.DEFAULT),
+                    help='Debian linux-source version: ' + ' or '.join(kernels.names()))
+    sp.add_argument('--kdir', default=os.environ.get('KDIR', ''),
+                    help='your own kernel tree (wins over --kernel)')
+    sp.add_argument('--force', action='store_true',
+                    default=os.environ.get('FORCE', '') not in ('', '0'),
+                    help='overwrite or restore files edited by hand (their copies '
+                    'are saved under KLOC_CACHE/dropped-edits)')
 
-    def tree_opts(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument('--kernel', default=os.environ.get('KERNEL', kernels.DEFAULT),
-                        help='Debian linux-source version: ' + ' or '.join(kernels.names()))
-        sp.add_argument('--kdir', default=os.environ.get('KDIR', ''),
-                        help='your own kernel tree (wins over --kernel)')
-        sp.add_argument('--force', action='store_true',
-                        default=os.environ.get('FORCE', '') not in ('', '0'),
-                        help='overwrite or restore files edited by hand (their copies '
-                        'are saved under KLOC_CACHE/dropped-edits)')
 
-    for name, fn in (('tree', cmd_tree), ('builddir', cmd_builddir), ('install', cmd_install),
-                     ('uninstall', cmd_uninstall)):
-        sp = sub.add_parser(name)
-        tree_opts(sp)
-        sp.set_defaults(fn=fn)
-        if name == 'builddir':
-            sp.add_argument('--arch', default='arm64', choices=sorted(arches.ARCHES))
-    sp = sub.add_parser('added-lines')
-    tree_opts(sp)
-    sp.set_defaults(fn=cmd_added_lines)
-    sp = sub.add_parser('patches')
-    tree_opts(sp)
-    sp.add_argument('--out', default='out')
-    sp.set_defaults(fn=cmd_patches)
-    sp = sub.add_parser('kunit')
-    tree_opts(sp)
-    sp.add_argument('--out', default='out')
+def _out_opt(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument('--out', default='out', help='where results go (make: OUT=)')
+
+
+def _kunit_opts(sp: argparse.ArgumentParser) -> None:
     sp.add_argument('--topologies', default='',
                     help='comma-separated; default: all of ' + ','.join(topology.TOPOLOGIES))
-    option(sp, 'kunit', 'jobs')
-    option(sp, 'kunit', 'timeout')
-    sp.set_defaults(fn=cmd_kunit)
-    sp = sub.add_parser('mutants')
-    tree_opts(sp)
-    sp.add_argument('--out', default='out')
-    option(sp, 'mutants', 'jobs')
-    option(sp, 'mutants', 'timeout')
-    sp.set_defaults(fn=cmd_mutants)
-    sp = sub.add_parser('guest')
-    tree_opts(sp)
+
+
+def _builddir_opts(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument('--arch', default='arm64', choices=sorted(arches.ARCHES))
+
+
+def _guest_opts(sp: argparse.ArgumentParser) -> None:
     sp.add_argument('--arch', default='x86_64', choices=sorted(arches.ARCHES))
     sp.add_argument('--alloc', default='slub', choices=guest.ALLOCATORS)
     sp.add_argument('--topology', default='x86_64_2n')
-    option(sp, 'guest', 'seconds')
-    option(sp, 'guest', 'timeout')
-    sp.add_argument('--out', default='out')
-    sp.set_defaults(fn=cmd_guest)
-    sp = sub.add_parser('compare', help='SLUB against SLAB guests, interleaved')
-    tree_opts(sp)
+
+
+def _compare_opts(sp: argparse.ArgumentParser) -> None:
     sp.add_argument('--arch', default='x86_64', choices=sorted(arches.ARCHES))
     sp.add_argument('--topology', default='', help='default: the arch\'s 2-node topology')
     sp.add_argument('--a', default='slub', choices=guest.ALLOCATORS)
     sp.add_argument('--b', default='slab', choices=guest.ALLOCATORS)
-    option(sp, 'compare', 'runs')
-    option(sp, 'compare', 'seconds')
-    option(sp, 'compare', 'alpha')
-    option(sp, 'compare', 'timeout')
-    sp.add_argument('--out', default='out')
-    sp.set_defaults(fn=cmd_compare, kernel=os.environ.get('KERNEL', kernels.with_slab()))
-    sp = sub.add_parser('review', help='a patched kernel against its base')
-    tree_opts(sp)
+    sp.set_defaults(kernel=os.environ.get('KERNEL', kernels.with_slab()))
+
+
+def _review_opts(sp: argparse.ArgumentParser) -> None:
     sp.add_argument('--patch', default='', help='a -p1 diff, git format-patch mail or mbox')
     sp.add_argument('--aa', action='store_true', help='the base against itself (A/A)')
     sp.add_argument('--tag', default='0', help='names an A/A review\'s output dir')
@@ -333,26 +309,74 @@ def main(argv: list[str] | None = None) -> int:
                     help='KUnit topologies; default: all of ' + ','.join(topology.TOPOLOGIES))
     sp.add_argument('--bench-topology', default='x86_64_2n')
     sp.add_argument('--no-kunit', action='store_true', help='the loopback A/B only')
-    # 30 runs of 1 s: the spread between boots, not within one, limits what
-    # a review can see; 30 a side find a 5% change (README, "Noise").
-    option(sp, 'review', 'runs')
-    option(sp, 'review', 'seconds')
-    option(sp, 'review', 'alpha')
-    option(sp, 'review', 'jobs')
-    option(sp, 'review', 'timeout')
-    sp.add_argument('--out', default='out')
-    sp.set_defaults(fn=cmd_review)
-    sp = sub.add_parser('registry', help='the declared kernels, arches and suites, for scripts')
+
+
+def _registry_opts(sp: argparse.ArgumentParser) -> None:
     sp.add_argument('what', choices=('kernels', 'make-test-kernels', 'packages', 'cross',
                                      'lint-objects'))
     sp.add_argument('arch', nargs='?', default='arm64')
-    sp.set_defaults(fn=cmd_registry)
-    sp = sub.add_parser('defaults', help='every option\'s default, as make help shows them')
-    sp.set_defaults(fn=cmd_defaults)
-    sp = sub.add_parser('report')
-    sp.add_argument('--out', default='out')
-    sp.set_defaults(fn=cmd_report)
 
+
+Adder = Callable[[argparse.ArgumentParser], None]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    fn: Callable[[argparse.Namespace], int]
+    help: str
+    tree: bool = True                       # --kernel, --kdir, --force
+    out: bool = True                        # --out
+    numbers: tuple[str, ...] = ()           # options of defaults.py
+    extra: Adder | None = None
+
+
+COMMANDS = (
+    Command('tree', cmd_tree, 'extract (or check) the kernel tree; print its path', out=False),
+    Command('builddir', cmd_builddir, 'print the KUnit build dir', out=False,
+            extra=_builddir_opts),
+    Command('install', cmd_install, 'install the package into the tree', out=False),
+    Command('uninstall', cmd_uninstall, 'restore the tree byte for byte', out=False),
+    Command('added-lines', cmd_added_lines, 'PATH:LINE of each line the series adds',
+            out=False),
+    Command('patches', cmd_patches, 'export the series for git am'),
+    Command('kunit', cmd_kunit, 'KUnit on every topology', numbers=('jobs', 'timeout'),
+            extra=_kunit_opts),
+    Command('mutants', cmd_mutants, 'each mutant must be caught', numbers=('jobs', 'timeout')),
+    Command('guest', cmd_guest, 'one guest, the kselftest once', numbers=('seconds', 'timeout'),
+            extra=_guest_opts),
+    Command('compare', cmd_compare, 'SLUB against SLAB guests, interleaved',
+            numbers=('runs', 'seconds', 'alpha', 'timeout'), extra=_compare_opts),
+    Command('review', cmd_review, 'a patched kernel against its base',
+            numbers=('runs', 'seconds', 'alpha', 'jobs', 'timeout'), extra=_review_opts),
+    Command('report', cmd_report, 'merge the KUnit results; the summary', tree=False),
+    Command('registry', cmd_registry, 'the declared kernels, arches and suites, for scripts',
+            tree=False, out=False, extra=_registry_opts),
+    Command('defaults', cmd_defaults, 'every option\'s default, as make help shows them',
+            tree=False, out=False),
+)
+
+
+def parser() -> argparse.ArgumentParser:
+    """Every command, its own options and the shared ones, each built once."""
+    p = _Parser(prog='kloc', description=__doc__)
+    sub = p.add_subparsers(dest='command', required=True)
+    for c in COMMANDS:
+        sp = sub.add_parser(c.name, help=c.help)
+        if c.tree:
+            _tree_opts(sp)
+        if c.out:
+            _out_opt(sp)
+        for dest in c.numbers:
+            option(sp, c.name, dest)
+        if c.extra:
+            c.extra(sp)
+        sp.set_defaults(fn=c.fn)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
     args = p.parse_args(argv)
     try:
         defaults.check(args.command, vars(args))
