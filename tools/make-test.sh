@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# make test: the tool tests, KUnit on every kernel of tools/kloc/kernels.py
+# make test: the tool tests, KUnit on every kernel of tools/kloc/trees/kernels.py
 # (6.12 and 6.1) on every topology, the mutants on the first of them, and
 # the lint gates. Prints each phase with its elapsed time; runs every phase
 # even when one fails, and exits non-zero if any did.

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
 import sys
 
-from .cli import main
+from kloc.cli import main
 
 sys.exit(main())

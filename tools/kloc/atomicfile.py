@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .errors import DiskFullError, is_disk_full
+from kloc.errors import DiskFullError, is_disk_full
 
 
 def write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:

@@ -16,13 +16,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from . import (arches, compare, defaults, guest, install, junit, kernels, kunit_run, mailpatch,
-               mutants, patchfile, progress, review, reviewreport, series, suites, summary,
-               svgplot, topology)
-from .atomicfile import write_text
-from .errors import KlocError, describe_os_error
-from .ktree import Tree, resolve, uncommitted
-from .paths import cache_dir
+from kloc import defaults, progress
+from kloc.bench import compare, plot
+from kloc.guests import guest
+from kloc.kunit import junit, runner, suites, summary
+from kloc.mutants import mutants
+from kloc.qemu import arches, topology
+from kloc.review import patch_input, reporting, review
+from kloc.series import changes, install, mail
+from kloc.trees import kernels
+from kloc.atomicfile import write_text
+from kloc.errors import KlocError, describe_os_error
+from kloc.trees.sources import Tree, resolve, uncommitted
+from kloc.paths import cache_dir
 
 
 def _tree(args: argparse.Namespace) -> Tree:
@@ -35,7 +41,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
 
 
 def cmd_builddir(args: argparse.Namespace) -> int:
-    print(kunit_run.build_dir_for(_tree(args), cache_dir(), args.arch))
+    print(runner.build_dir_for(_tree(args), cache_dir(), args.arch))
     return 0
 
 
@@ -46,7 +52,7 @@ def _dropped_edits_dir() -> Path:
 
 def install_into(tree: Tree, args: argparse.Namespace) -> list[str]:
     """Install the series (explicitly, or before a command that builds the tree)."""
-    return install.install(tree.path, tree.version, series.load_series(),
+    return install.install(tree.path, tree.version, changes.load_series(),
                            force=args.force, save=_dropped_edits_dir())
 
 
@@ -64,7 +70,7 @@ def cmd_install(args: argparse.Namespace) -> int:
 
 def cmd_uninstall(args: argparse.Namespace) -> int:
     tree = _tree(args)
-    restored = install.uninstall(tree.path, tree.version, series.load_series(),
+    restored = install.uninstall(tree.path, tree.version, changes.load_series(),
                                  force=args.force, save=_dropped_edits_dir())
     if restored:
         progress.say(f'restored {len(restored)} files in {tree.path}: ' + ', '.join(restored))
@@ -75,9 +81,9 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
 
 def cmd_patches(args: argparse.Namespace) -> int:
     tree = _tree(args)
-    plan = install.plan(tree.path, tree.version, series.load_series())
+    plan = install.plan(tree.path, tree.version, changes.load_series())
     out = Path(args.out) / 'patches' / tree.label
-    written = mailpatch.export(plan, out, str(tree.version))
+    written = mail.export(plan, out, str(tree.version))
     for p in written:
         print(p)
     progress.say(f'{len(written)} patches for Linux {tree.version} in {out}; '
@@ -88,7 +94,7 @@ def cmd_patches(args: argparse.Namespace) -> int:
 def cmd_added_lines(args: argparse.Namespace) -> int:
     """Print PATH:LINE for every line the series adds to the tree."""
     tree = _tree(args)
-    plan = install.plan(tree.path, tree.version, series.load_series())
+    plan = install.plan(tree.path, tree.version, changes.load_series())
     for rel, line in install.added_lines(plan):
         print(f'{tree.path / rel}:{line}')
     return 0
@@ -96,7 +102,7 @@ def cmd_added_lines(args: argparse.Namespace) -> int:
 
 def report(out: Path) -> int:
     kout = out / 'kunit'
-    runs = kunit_run.load_runs(kout)
+    runs = runner.load_runs(kout)
     kout.mkdir(parents=True, exist_ok=True)
     write_text(kout / 'junit.xml', junit.to_xml(runs))
     text = summary.render(runs)
@@ -116,9 +122,9 @@ def cmd_kunit(args: argparse.Namespace) -> int:
     install_into(tree, args)
     cache = cache_dir()
     out = Path(args.out).resolve()
-    job = kunit_run.Job(tree, out / 'kunit' / tree.label, tuple(names), args.jobs,
+    job = runner.Job(tree, out / 'kunit' / tree.label, tuple(names), args.jobs,
                         args.timeout, cache)
-    kunit_run.run(job)
+    runner.run(job)
     return report(out)
 
 
@@ -190,7 +196,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     if args.aa == bool(args.patch):
         raise review.ReviewError('give PATCH=file.patch (or a series .mbox), or AA=1 for the '
                                  'base kernel against itself')
-    patch = patchfile.load(Path(args.patch)) if args.patch else None
+    patch = patch_input.load(Path(args.patch)) if args.patch else None
     tree = _tree(args)
     names = tuple(t for t in args.topologies.split(',') if t) if args.topologies \
         else tuple(topology.TOPOLOGIES)
@@ -205,11 +211,11 @@ def cmd_review(args: argparse.Namespace) -> int:
     checked = review.check(tree, None if args.aa else patch, args.force)
     guest.check_space(cache_dir())
     outcome = review.run(tree, patch, opts, cache_dir(), checked)
-    text = reviewreport.render(outcome, opts)
+    text = reporting.render(outcome, opts)
     write_text(out / 'report.txt', text)
-    write_text(out / 'review.json', json.dumps(reviewreport.to_json(outcome, opts),
+    write_text(out / 'review.json', json.dumps(reporting.to_json(outcome, opts),
                                                indent=1) + '\n')
-    write_text(out / 'review.svg', svgplot.render(
+    write_text(out / 'review.svg', plot.render(
         outcome.diffs, 'base', 'patched', f'review: {text.splitlines()[2][7:60]}'))
     print(text, end='')
     print(f'\nFiles: {out}/report.txt, review.json, review.svg; runs in {out}/runs.jsonl')

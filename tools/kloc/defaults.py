@@ -13,7 +13,7 @@ import math
 import os
 from dataclasses import dataclass
 
-from .errors import KlocError
+from kloc.errors import KlocError
 
 
 class OptionError(KlocError):

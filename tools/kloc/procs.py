@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from . import progress
+from kloc import progress
 
 HEARTBEAT_S = 30.0
 

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import KlocError
+from kloc.errors import KlocError
 
 
 class VersionError(KlocError):

@@ -8,21 +8,21 @@ import shutil
 import unittest
 from pathlib import Path
 
-from kloc import ktree
+from kloc.trees import sources
 from kloc.paths import cache_dir
 
 DATA = Path(__file__).resolve().parent / 'data'
 REGEN = os.environ.get('KLOC_REGEN_GOLDEN') == '1'
 
 
-def debian_tree(kernel: str) -> ktree.Tree:
+def debian_tree(kernel: str) -> sources.Tree:
     """The cached Debian tree; extracted on first use. Skips if the package is absent."""
     if not Path(f'/usr/src/linux-source-{kernel}.tar.xz').exists():
         raise unittest.SkipTest(f'linux-source-{kernel} is not installed (make deps)')
-    return ktree.debian_tree(kernel, cache_dir())
+    return sources.debian_tree(kernel, cache_dir())
 
 
-def mini_tree(tree: ktree.Tree, dest: Path, files: list[str]) -> Path:
+def mini_tree(tree: sources.Tree, dest: Path, files: list[str]) -> Path:
     """A copy of the tree's Makefile and the given files: enough for the series."""
     for rel in ['Makefile'] + files:
         src = tree.path / rel

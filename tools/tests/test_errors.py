@@ -19,12 +19,12 @@ import unittest
 from dataclasses import dataclass
 from pathlib import Path
 
-from kloc import install, series
+from kloc.series import changes, install
 from kloc.version import KernelVersion
 
 from .test_install_safety import TOOLS, pristine_tree
 
-SERIES = series.load_series()
+SERIES = changes.load_series()
 
 
 @dataclass(frozen=True)

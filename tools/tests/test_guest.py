@@ -8,8 +8,9 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from kloc import guest, topology
-from kloc.ktree import Tree
+from kloc.guests import guest
+from kloc.qemu import topology
+from kloc.trees.sources import Tree
 from kloc.version import KernelVersion
 
 RECORD = '{"threads": 4, "pps_total": 139193, "sent": 281664, "lo_tx": 281664}'

@@ -10,13 +10,13 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from kloc import install, mailpatch, series
-from kloc.apply import touched_files
+from kloc.series import changes, install, mail
+from kloc.series.patching import touched_files
 from kloc.version import KernelVersion
 
 from .helpers import debian_tree, mini_tree
 
-SERIES = series.load_series()
+SERIES = changes.load_series()
 
 
 def series_files(version: KernelVersion) -> list[str]:
@@ -108,7 +108,7 @@ class InstallTest(unittest.TestCase):
         git('commit', '-q', '-m', 'base')
         plan = install.plan(self.root, self.tree.version, SERIES)
         out = Path(self.tmp.name) / 'patches'
-        mails = mailpatch.export(plan, out, str(self.tree.version))
+        mails = mail.export(plan, out, str(self.tree.version))
         self.assertEqual(len(mails), len(SERIES))
         self.assertTrue(mails[0].name.startswith('0001-'))
         self.assertIn(f'[PATCH 1/{len(SERIES)}]', mails[0].read_text())
@@ -140,7 +140,7 @@ class SeriesTest(unittest.TestCase):
         self.assertEqual(chosen(KernelVersion(6, 6)), '6.1.patch')
         self.assertEqual(chosen(KernelVersion(6, 12, 1)), '6.12.patch')
         self.assertEqual(chosen(KernelVersion(6, 15)), '6.12.patch')
-        with self.assertRaisesRegex(series.SeriesError, 'oldest supported is 6.1'):
+        with self.assertRaisesRegex(changes.SeriesError, 'oldest supported is 6.1'):
             seam.patch_for(KernelVersion(5, 15))
 
 

@@ -18,12 +18,13 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from kloc import install, ktree, series
+from kloc.series import changes, install
+from kloc.trees import sources
 from kloc.version import KernelVersion
 
 from .helpers import debian_tree
 
-SERIES = series.load_series()
+SERIES = changes.load_series()
 DRIVER = 'drivers/irqchip/irq-gic-v3-its.c'
 SUITE = 'drivers/irqchip/irq-gic-v3-its-kunit.c'
 TOOLS = Path(__file__).resolve().parents[1]
@@ -47,7 +48,7 @@ def pristine_tree(dest: Path, kernel: str = '6.12') -> tuple[Path, KernelVersion
     """A small tree: the key files of a kernel tree and every file the series touches."""
     tree = debian_tree(kernel)
     _, read = install.pristine_reader(tree.path)      # the cache may carry the package
-    for rel in set(ktree.checked_files(tree.version)):
+    for rel in set(sources.checked_files(tree.version)):
         data = read(rel)
         if data is None:
             continue
@@ -204,9 +205,10 @@ class ReadOnlyTest(Base):
         install.set_fault(None)
         self.assertTrue((self.root / install.STATE_DIR / install.JOURNAL).exists())
         before = snapshot(self.root)
-        for fn in (install.plan, install.preview):
-            with self.assertRaisesRegex(install.InstallError, 'roll it back'):
-                fn(self.root, self.version, SERIES)
+        with self.assertRaisesRegex(install.InstallError, 'roll it back'):
+            install.plan(self.root, self.version, SERIES)
+        with self.assertRaisesRegex(install.InstallError, 'roll it back'):
+            install.preview(self.root, self.version, SERIES)
         self.assertEqual(snapshot(self.root), before)
 
     def test_preview_is_what_install_does(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import unittest
 
-from kloc import junit, ktap
+from kloc.kunit import junit, ktap
 
 from .helpers import DATA, golden
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import unittest
 
-from kloc import ktap, topology
-from kloc.kunit_run import check_topology, extract_ktap
+from kloc.kunit import ktap
+from kloc.qemu import topology
+from kloc.kunit.runner import check_topology, extract_ktap
 
 from .helpers import DATA
 

@@ -22,7 +22,7 @@ import time
 import unittest
 from pathlib import Path
 
-from kloc import figures
+from kloc.bench import metrics
 from kloc.paths import PACKAGE_ROOT, cache_dir
 
 SOURCE = PACKAGE_ROOT / 'selftests' / 'lo_counters'
@@ -248,7 +248,7 @@ class RealRun(unittest.TestCase):
         self.assertTrue(all(c['pps'] > 0 for c in record['per_cpu']), record)
         self.assertGreater(record['seconds'], 0.19)
         self.assertLess(record['seconds'], 2.0)
-        got = figures.extract(record)
+        got = metrics.extract(record)
         self.assertGreater(got['pps_total'], 0)
 
     def test_json_on_stdout(self) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import unittest
 
-from kloc import install, mutants, series
-from kloc.apply import apply_patch, touched_files
+from kloc.mutants import mutants
+from kloc.series import changes, install
+from kloc.series.patching import apply_patch, touched_files
 from kloc.version import KernelVersion
 
 from .helpers import debian_tree
@@ -15,7 +16,7 @@ from .helpers import debian_tree
 class MutantsTest(unittest.TestCase):
     def test_each_mutant_applies_and_changes_the_installed_tree(self) -> None:
         tree = debian_tree('6.12')
-        plan = install.plan(tree.path, tree.version, series.load_series())
+        plan = install.plan(tree.path, tree.version, changes.load_series())
         found = mutants.load(tree.version)
         self.assertGreaterEqual(len([m for m in found if m.kind == 'kunit']), 6)
         self.assertIn('lossy-lstats', [m.name for m in found if m.kind == 'guest'])

@@ -29,11 +29,13 @@ os.environ.setdefault('HYPOTHESIS_STORAGE_DIRECTORY',
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kloc import atomicfile, mailpatch, results
+from kloc import atomicfile
+from kloc.bench import store
+from kloc.series import mail
 from kloc.errors import DiskFullError
-from kloc.install import Plan, Step
-from kloc.results import ResultsError, Run
-from kloc.series import Change
+from kloc.series.install import Plan, Step
+from kloc.bench.store import ResultsError, Run
+from kloc.series.changes import Change
 
 from .helpers import DATA
 
@@ -139,12 +141,12 @@ class Patches(unittest.TestCase):
     def test_a_full_disk_keeps_the_previous_series(self) -> None:
         d = tmpfs(self)
         out = d / 'patches' / 'linux-6.12'
-        old = mailpatch.export(plan(3, 2000, 'old'), out, '6.12')
+        old = mail.export(plan(3, 2000, 'old'), out, '6.12')
         self.assertEqual(len(old), 3)
         before = snapshot(d / 'patches')
         fill(d)
         with self.assertRaisesRegex(DiskFullError, f'{out}: disk full; the previous series'):
-            mailpatch.export(plan(4, 30000, 'new'), out, '6.12')
+            mail.export(plan(4, 30000, 'new'), out, '6.12')
         self.assertEqual(snapshot(d / 'patches'), before)
         self.assertEqual(os.listdir(d / 'patches'), ['linux-6.12'],
                          'a temporary directory was left behind')
@@ -152,8 +154,8 @@ class Patches(unittest.TestCase):
     def test_a_new_series_replaces_the_old_one_whole(self) -> None:
         with tempfile.TemporaryDirectory() as t:
             out = Path(t) / 'patches' / 'linux-6.12'
-            mailpatch.export(plan(4, 100, 'old'), out, '6.12')
-            new = mailpatch.export(plan(2, 100, 'new'), out, '6.12')
+            mail.export(plan(4, 100, 'old'), out, '6.12')
+            new = mail.export(plan(2, 100, 'new'), out, '6.12')
             self.assertEqual(sorted(p.name for p in out.iterdir()),
                              sorted(p.name for p in new))
             self.assertTrue(all('of new' in p.read_text() for p in new))
@@ -164,7 +166,7 @@ class StoreOnAFullDisk(unittest.TestCase):
     def test_an_append_that_does_not_fit_keeps_the_earlier_runs(self) -> None:
         d = tmpfs(self)
         path = d / 'runs.jsonl'
-        s = results.open_store(path, KEY)
+        s = store.open_store(path, KEY)
         s.append(Run('a', True, 5.1, {'pps_single': 8e4}))
         s.append(Run('b', False, 60.0, None, 'the guest printed no result', 'Kernel panic'))
         before = path.read_bytes()
@@ -174,26 +176,26 @@ class StoreOnAFullDisk(unittest.TestCase):
             s.append(Run('a', False, 9.0, None, 'panic', 'x' * 60000))
         self.assertEqual(path.read_bytes(), before)
         self.assertEqual(len(s.runs), 2)
-        again = results.open_store(path, KEY)
+        again = store.open_store(path, KEY)
         self.assertEqual(again.runs, s.runs)
 
     def test_a_new_file_on_a_full_disk_says_so(self) -> None:
         d = tmpfs(self)
         fill(d)
         with self.assertRaisesRegex(DiskFullError, 'runs.jsonl: disk full'):
-            results.open_store(d / 'runs.jsonl', dict(KEY, pad='x' * 8000))
+            store.open_store(d / 'runs.jsonl', dict(KEY, pad='x' * 8000))
         self.assertFalse((d / 'runs.jsonl').exists())
 
     def test_dropping_a_torn_line_needs_no_space(self) -> None:
         d = tmpfs(self)
         path = d / 'runs.jsonl'
-        s = results.open_store(path, KEY)
+        s = store.open_store(path, KEY)
         s.append(Run('a', True, 5.1, {'pps_single': 8e4}))
         whole = path.read_bytes()
         with path.open('ab') as f:
             f.write(b'{"side": "b", "ok": tr')
         fill(d)
-        again = results.open_store(path, KEY)
+        again = store.open_store(path, KEY)
         self.assertEqual(again.runs, s.runs)
         self.assertEqual(path.read_bytes(), whole)
 
@@ -203,7 +205,7 @@ def _drop_torn_line_limited(path: str, limit: int) -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     try:
-        results.open_store(Path(path), KEY)
+        store.open_store(Path(path), KEY)
     except Exception as e:    # what it raises does not matter here: what is left does
         print(type(e).__name__, e)
 
@@ -213,7 +215,7 @@ class TornLine(unittest.TestCase):
         """A rewrite that stops half-way (here: a file size limit) must not cost runs."""
         with tempfile.TemporaryDirectory() as t:
             path = Path(t) / 'runs.jsonl'
-            s = results.open_store(path, KEY)
+            s = store.open_store(path, KEY)
             for i in range(20):
                 s.append(Run('a' if i % 2 else 'b', True, 5.0 + i, {'i': i}))
             whole = path.read_bytes()
@@ -226,7 +228,7 @@ class TornLine(unittest.TestCase):
                 cwd=TOOLS, capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertTrue(path.read_bytes().startswith(whole), r.stdout)
-            self.assertEqual(results.open_store(path, KEY).runs, s.runs)
+            self.assertEqual(store.open_store(path, KEY).runs, s.runs)
 
 
 # --- the loader, on files of every shape ------------------------------------
@@ -255,7 +257,7 @@ def _line(run: Run) -> bytes:
 
 
 def _head(key: object) -> bytes:
-    return (json.dumps({'format': results.FORMAT, 'key': key}, sort_keys=True) + '\n').encode()
+    return (json.dumps({'format': store.FORMAT, 'key': key}, sort_keys=True) + '\n').encode()
 
 
 # A line of a file that has been through anything: a real run, a run with a
@@ -282,11 +284,11 @@ class Loader(unittest.TestCase):
     def tearDown(self) -> None:
         self.tmp.cleanup()
 
-    def load(self, data: bytes, key: dict[str, str] = KEY) -> results.Store | None:
+    def load(self, data: bytes, key: dict[str, str] = KEY) -> store.Store | None:
         """The store of a file holding data, or None where it is refused as it must be."""
         self.path.write_bytes(data)
         try:
-            return results.open_store(self.path, key)
+            return store.open_store(self.path, key)
         except ResultsError:
             self.assertEqual(self.path.read_bytes(), data, 'a refused file was changed')
             return None
@@ -334,10 +336,10 @@ class Loader(unittest.TestCase):
     def test_what_the_store_writes_it_reads_back(self, key: dict[str, str],
                                                  runs: list[Run]) -> None:
         self.path.unlink(missing_ok=True)
-        s = results.open_store(self.path, key)
+        s = store.open_store(self.path, key)
         for r in runs:
             s.append(r)
-        self.assertEqual(results.open_store(self.path, key).runs, runs)
+        self.assertEqual(store.open_store(self.path, key).runs, runs)
 
 
 class AtomicFile(unittest.TestCase):

@@ -11,9 +11,10 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from kloc import patchfile, review
-from kloc.apply import Contents, HunkError, PatchError, apply_text, file_changes, touched_files
-from kloc.ktree import Tree
+from kloc.review import patch_input, review
+from kloc.series.patching import (Contents, HunkError, PatchError, apply_text, file_changes,
+                                  touched_files)
+from kloc.trees.sources import Tree
 from kloc.version import KernelVersion
 
 from .test_cli import TOOLS
@@ -167,10 +168,10 @@ class PatchedTree(unittest.TestCase):
     def tearDown(self) -> None:
         self.tmp.cleanup()
 
-    def load(self, text: str, name: str = 'x.patch') -> patchfile.PatchInfo:
+    def load(self, text: str, name: str = 'x.patch') -> patch_input.PatchInfo:
         p = Path(self.tmp.name) / name
         p.write_text(text)
-        return patchfile.load(p)
+        return patch_input.load(p)
 
     def snapshot(self) -> dict[str, tuple[bytes, int, int]]:
         out = {}
@@ -265,10 +266,10 @@ class NotAFile(unittest.TestCase):
             os.mkfifo(fifo)
             for path, what in ((Path(d), 'a directory'), (fifo, 'a FIFO')):
                 with self.subTest(what=what):
-                    with self.assertRaisesRegex(patchfile.PatchError,
+                    with self.assertRaisesRegex(patch_input.PatchError,
                                                 f'^PATCH={path} is {what}; give a patch '
                                                 'file$'):
-                        patchfile.load(path)
+                        patch_input.load(path)
                     # the command line: one line, exit 2, and no wait on the FIFO
                     r = subprocess.run(
                         [sys.executable, '-m', 'kloc', 'review', '--patch', str(path),
@@ -285,8 +286,8 @@ class NotAFile(unittest.TestCase):
             p = Path(d) / 'x.patch'
             p.write_text('--- a/x/y\n+++ b/x/y\n')
             os.chmod(p, 0)
-            with self.assertRaisesRegex(patchfile.PatchError, 'permission denied'):
-                patchfile.load(p)
+            with self.assertRaisesRegex(patch_input.PatchError, 'permission denied'):
+                patch_input.load(p)
 
 
 class Subjects(unittest.TestCase):
@@ -295,7 +296,7 @@ class Subjects(unittest.TestCase):
             p = Path(d) / 'x.patch'
             p.write_text('Subject: =?x-bogus?q?caf=E9?=\n\n--- a/x/y\n+++ b/x/y\n'
                          '@@ -1 +1 @@\n-a\n+b\n')
-            self.assertEqual(patchfile.load(p).subject, 'caf\ufffd')
+            self.assertEqual(patch_input.load(p).subject, 'caf\ufffd')
 
 
 if __name__ == '__main__':

@@ -18,12 +18,14 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 
-from kloc import ktap, mailpatch, patchfile
-from kloc.apply import Contents, PatchError, apply_text, file_changes, touched_files
+from kloc.kunit import ktap
+from kloc.review import patch_input
+from kloc.series import mail
+from kloc.series.patching import Contents, PatchError, apply_text, file_changes, touched_files
 from kloc.errors import KlocError
-from kloc.install import Step
+from kloc.series.install import Step
 from kloc.paths import PACKAGE_ROOT
-from kloc.series import Change
+from kloc.series.changes import Change
 
 from .helpers import DATA
 
@@ -354,12 +356,12 @@ def mutated(draw: st.DrawFn) -> tuple[str, str]:
     return name, '\n'.join(lines)
 
 
-def load_text(data: bytes) -> patchfile.PatchInfo | None:
+def load_text(data: bytes) -> patch_input.PatchInfo | None:
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / 'x.patch'
         p.write_bytes(data)
         try:
-            return patchfile.load(p)
+            return patch_input.load(p)
         except PatchError as e:
             assert '\n' not in str(e), str(e)
             return None
@@ -477,7 +479,7 @@ class ExportProperties(unittest.TestCase):
         if not changed:
             return
         step = Step(Change('c', subject, body, {}, ()), before, after)
-        text = mailpatch.mail(step, index, 3, 'T <t@t>', '6.12.0')
+        text = mail.mail(step, index, 3, 'T <t@t>', '6.12.0')
         info = load_text(text.encode())
         assert info is not None, text
         self.assertEqual(info.subject, f'[PATCH {index}/3] {subject}')

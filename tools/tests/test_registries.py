@@ -6,7 +6,11 @@ from __future__ import annotations
 import re
 import unittest
 
-from kloc import arches, kernels, mutants, series, suites, topology
+from kloc.kunit import suites
+from kloc.mutants import mutants
+from kloc.qemu import arches, topology
+from kloc.series import changes
+from kloc.trees import kernels
 from kloc.paths import PACKAGE_ROOT
 
 DEPS = (PACKAGE_ROOT / 'tools' / 'deps.sh').read_text()
@@ -20,11 +24,11 @@ def deps_packages() -> set[str]:
 
 class KernelsTest(unittest.TestCase):
     def test_each_kernel_has_its_package_and_hooks(self) -> None:
-        changes = series.load_series()
+        series_changes = changes.load_series()
         for k in kernels.KERNELS:
             with self.subTest(kernel=k.series):
                 self.assertIn(k.package, deps_packages(), f'tools/deps.sh lacks {k.package}')
-                for c in changes:
+                for c in series_changes:
                     if c.patches:
                         self.assertIsNotNone(c.patch_for(k.version), c.name)
         self.assertIn(kernels.DEFAULT, kernels.names())
@@ -60,7 +64,7 @@ class SuitesTest(unittest.TestCase):
     def test_series_lists_exactly_the_suites_changes(self) -> None:
         declared = [c for s in suites.SUITES for c in s.changes]
         self.assertEqual(SERIES_LIST, declared,
-                         'kunit/series and tools/kloc/suites.py disagree')
+                         'kunit/series and tools/kloc/kunit/suites.py disagree')
 
     def test_files_of_each_suite(self) -> None:
         for s in suites.SUITES:
@@ -75,9 +79,9 @@ class SuitesTest(unittest.TestCase):
                 self.assertIn(topo.arch, s.arches)
 
     def test_lint_objects_are_the_series_sources(self) -> None:
-        changes = series.load_series()
+        series_changes = changes.load_series()
         touched = set()
-        for c in changes:
+        for c in series_changes:
             for k in kernels.KERNELS:
                 p = c.patch_for(k.version)
                 if p is not None:

@@ -10,8 +10,8 @@ import unittest
 import xml.dom.minidom
 from pathlib import Path
 
-from kloc import abreport, figures, results, svgplot
-from kloc.results import Run
+from kloc.bench import metrics, plot, store, tables
+from kloc.bench.store import Run
 
 KEY = {'tree': 'linux-6.1 6.1.192', 'a': 'slub', 'b': 'slab'}
 
@@ -32,36 +32,36 @@ class Store(unittest.TestCase):
         self.tmp.cleanup()
 
     def test_runs_survive_a_reopen(self) -> None:
-        s = results.open_store(self.path, KEY)
+        s = store.open_store(self.path, KEY)
         s.append(Run('a', True, 5.1, record(8e4, 1.4e5)))
         s.append(Run('b', False, 60.0, None, 'the guest printed no result', 'Kernel panic'))
-        again = results.open_store(self.path, KEY)
+        again = store.open_store(self.path, KEY)
         self.assertEqual(len(again.ok_runs('a')), 1)
         self.assertEqual(again.failed_runs('b')[0].why, 'the guest printed no result')
 
     def test_a_half_written_run_is_dropped_not_fatal(self) -> None:
-        s = results.open_store(self.path, KEY)
+        s = store.open_store(self.path, KEY)
         s.append(Run('a', True, 5.1, record(8e4, 1.4e5)))
         with self.path.open('a') as f:
             f.write('{"side": "b", "ok": tr')     # the job was killed here
-        again = results.open_store(self.path, KEY)
+        again = store.open_store(self.path, KEY)
         self.assertEqual(len(again.runs), 1)
         self.assertTrue(self.path.read_text().endswith('\n'))
         again.append(Run('b', True, 5.0, record(8e4, 1.4e5)))
-        self.assertEqual(len(results.open_store(self.path, KEY).runs), 2)
+        self.assertEqual(len(store.open_store(self.path, KEY).runs), 2)
 
     def test_another_comparison_is_refused_and_kept(self) -> None:
-        s = results.open_store(self.path, KEY)
+        s = store.open_store(self.path, KEY)
         s.append(Run('a', True, 5.1, record(8e4, 1.4e5)))
         before = self.path.read_bytes()
-        with self.assertRaisesRegex(results.ResultsError, "b: 'slab' in the file, 'slub' now"):
-            results.open_store(self.path, dict(KEY, b='slub'))
+        with self.assertRaisesRegex(store.ResultsError, "b: 'slab' in the file, 'slub' now"):
+            store.open_store(self.path, dict(KEY, b='slub'))
         self.assertEqual(self.path.read_bytes(), before)
 
     def test_not_a_results_file(self) -> None:
         self.path.write_text('hello\n')
-        with self.assertRaisesRegex(results.ResultsError, 'not a kloc results file'):
-            results.open_store(self.path, KEY)
+        with self.assertRaisesRegex(store.ResultsError, 'not a kloc results file'):
+            store.open_store(self.path, KEY)
 
 
 class Report(unittest.TestCase):
@@ -71,13 +71,13 @@ class Report(unittest.TestCase):
                 for _ in range(10)]
 
     def test_figures_from_a_record(self) -> None:
-        f = figures.extract(record(8e4, 1.6e5, 0.75))
+        f = metrics.extract(record(8e4, 1.6e5, 0.75))
         self.assertEqual(f['pps_node0'], 1.2e5)
         self.assertEqual(f['pps_node1'], 4e4)
         self.assertAlmostEqual(f['scaling_efficiency'], 0.5)
 
     def test_a_shift_is_seen_and_the_rest_is_not(self) -> None:
-        diffs = figures.compare(self.runs(1, 1.0), self.runs(2, 0.95), 0.05)
+        diffs = metrics.compare(self.runs(1, 1.0), self.runs(2, 0.95), 0.05)
         by = {d.figure.name: d for d in diffs}
         self.assertEqual([d.figure.name for d in diffs][:3],
                          ['pps_single', 'pps_total', 'scaling_efficiency'])
@@ -85,17 +85,17 @@ class Report(unittest.TestCase):
         self.assertAlmostEqual(by['pps_single'].change_pct, -5, delta=1.5)
         self.assertEqual(by['pps_total'].verdict, 'same')
         self.assertEqual(by['scaling_efficiency'].verdict, 'higher')
-        text = abreport.render(diffs, 'base', 'patched', 0.05, ('improvement', 'regression'))
+        text = tables.render(diffs, 'base', 'patched', 0.05, ('improvement', 'regression'))
         self.assertTrue(all(len(line) <= 72 for line in text.splitlines()))
         self.assertIn('regression (significant at alpha = 0.05)', text)
         self.assertIn('no significant difference at alpha = 0.05', text)
-        doc = abreport.to_json(diffs, 'base', 'patched', 0.05)
+        doc = tables.to_json(diffs, 'base', 'patched', 0.05)
         json.dumps(doc)
         self.assertEqual(doc[0]['verdict'], 'patched lower')
 
     def test_plot_is_well_formed_svg(self) -> None:
-        diffs = figures.compare(self.runs(1, 1.0), self.runs(2, 0.95), 0.05)
-        svg = svgplot.render(diffs, 'slub', 'slab', 'slub vs slab <test>')
+        diffs = metrics.compare(self.runs(1, 1.0), self.runs(2, 0.95), 0.05)
+        svg = plot.render(diffs, 'slub', 'slab', 'slub vs slab <test>')
         doc = xml.dom.minidom.parseString(svg)
         self.assertEqual(doc.documentElement.tagName, 'svg')
         self.assertEqual(len(doc.getElementsByTagName('circle')), 2 + 20 * len(diffs))

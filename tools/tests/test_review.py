@@ -13,9 +13,13 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from kloc import figures, guest, install, patchfile, procs, review, reviewreport, series
-from kloc.apply import HunkError
-from kloc.ktree import Tree
+from kloc import procs
+from kloc.bench import metrics
+from kloc.guests import guest
+from kloc.review import patch_input, reporting, review
+from kloc.series import changes, install
+from kloc.series.patching import HunkError
+from kloc.trees.sources import Tree
 from kloc.paths import PACKAGE_ROOT
 
 from .helpers import DATA, debian_tree, mini_tree
@@ -73,10 +77,10 @@ class BadPatches(unittest.TestCase):
         self.assertIn('give PATCH=file.patch', r.stderr)
 
     def test_subjects(self) -> None:
-        self.assertRegex(patchfile.load(SLOW).subject,
+        self.assertRegex(patch_input.load(SLOW).subject,
                          r'^\[PATCH\] loopback: spin \d+ times in every transmit \(a '
                          r'deliberate slowdown\)$')
-        m = patchfile.load(PACKAGE_ROOT / 'kunit/its/mutants/6.12/numa-unaware-table.patch')
+        m = patch_input.load(PACKAGE_ROOT / 'kunit/its/mutants/6.12/numa-unaware-table.patch')
         self.assertEqual(m.subject, 'Mutant: GITS_BASER tables allocated without the '
                          'ITS\'s node')
         self.assertEqual(m.files, ('drivers/irqchip/irq-gic-v3-its.c',))
@@ -97,14 +101,14 @@ class PatchedTree(unittest.TestCase):
                 (src / rel).write_bytes(data)
         self.base = Tree(src, real.version, 'kdir')
         self.cache = root / 'cache'
-        install.install(src, real.version, series.load_series())
+        install.install(src, real.version, changes.load_series())
 
     def tearDown(self) -> None:
         self.tmp.cleanup()
 
     def test_made_once_then_reused_base_untouched(self) -> None:
         before = (self.base.path / 'drivers/net/loopback.c').read_bytes()
-        p = patchfile.load(SLOW)
+        p = patch_input.load(SLOW)
         tree, reused = review.patched_tree(self.base, p, self.cache)
         self.assertFalse(reused)
         self.assertIn(b'barrier();', (tree.path / 'drivers/net/loopback.c').read_bytes())
@@ -114,14 +118,14 @@ class PatchedTree(unittest.TestCase):
         again, reused = review.patched_tree(self.base, p, self.cache)
         self.assertTrue(reused)
         self.assertEqual(again.path, tree.path)
-        other, reused = review.patched_tree(self.base, patchfile.load(NOOP), self.cache)
+        other, reused = review.patched_tree(self.base, patch_input.load(NOOP), self.cache)
         self.assertFalse(reused)
         self.assertNotEqual(other.path, tree.path)
 
     def test_an_mbox_series_applies_in_order(self) -> None:
         mbox = Path(self.tmp.name) / 'series.mbox'
         mbox.write_text(NOOP.read_text() + '\n' + SLOW.read_text())
-        p = patchfile.load(mbox)
+        p = patch_input.load(mbox)
         self.assertEqual(p.mails, 2)
         self.assertIn('reword the comment', p.subject)
         tree, _ = review.patched_tree(self.base, p, self.cache)
@@ -135,7 +139,7 @@ class PatchedTree(unittest.TestCase):
                                                 ' \tskb_tx_stamp(skb);\n'))
         with self.assertRaisesRegex(HunkError, r'drivers/net/loopback.c: hunk #1 \(at line '
                                                r'\d+\) does not apply'):
-            review.patched_tree(self.base, patchfile.load(bad), self.cache)
+            review.patched_tree(self.base, patch_input.load(bad), self.cache)
         self.assertFalse((self.cache / 'review').exists())
 
     def test_patch_for_another_tree(self) -> None:
@@ -144,7 +148,7 @@ class PatchedTree(unittest.TestCase):
         with self.assertRaisesRegex(review.ReviewError, 'changes src/main.c, which Linux '
                                     r'6.12.\d+ at .* does not have: is the patch for '
                                     'another tree'):
-            review.patched_tree(self.base, patchfile.load(other), self.cache)
+            review.patched_tree(self.base, patch_input.load(other), self.cache)
 
 
 def _one_line_hunk(text: str, line: str, replacement: str) -> str:
@@ -194,13 +198,13 @@ class ChecksBeforeWriting(unittest.TestCase):
         bad.write_text(text)
         before = self.snapshot()
         with self.assertRaisesRegex(error, message):
-            review.run(self.base, patchfile.load(bad), self.opts, self.cache)
+            review.run(self.base, patch_input.load(bad), self.opts, self.cache)
         self.assertEqual(self.snapshot(), before, 'the tree was written')
         self.assertFalse((self.base.path / install.STATE_DIR).exists())
         self.assertFalse(self.cache.exists())
         self.assertFalse(self.opts.out.exists())
         with self.assertRaisesRegex(error, message):    # what cmd_review may call first
-            review.check(self.base, patchfile.load(bad))
+            review.check(self.base, patch_input.load(bad))
         self.assertEqual(self.snapshot(), before, 'the tree was written')
 
     def test_a_hunk_that_does_not_apply(self) -> None:
@@ -223,7 +227,7 @@ class ChecksBeforeWriting(unittest.TestCase):
 
     def test_checked_against_the_installed_state(self) -> None:
         """A patch to a line the series adds applies, though the tree lacks it yet."""
-        plan = install.plan(self.base.path, self.base.version, series.load_series())
+        plan = install.plan(self.base.path, self.base.version, changes.load_series())
         rel = 'drivers/irqchip/irq-gic-v3-its.c'
         final = plan.final[rel]
         assert final is not None
@@ -242,7 +246,7 @@ class ChecksBeforeWriting(unittest.TestCase):
         p = Path(self.tmp.name) / 'on-top.patch'
         p.write_text(hunk)
         before = self.snapshot()
-        checked = review.check(self.base, patchfile.load(p))
+        checked = review.check(self.base, patch_input.load(p))
         self.assertEqual(self.snapshot(), before)
         assert checked.applied is not None
         self.assertIn(line.encode() + b'/* more */\n', checked.applied.contents[rel] or b'')
@@ -250,7 +254,7 @@ class ChecksBeforeWriting(unittest.TestCase):
     def test_hand_edits_are_reviewed_as_they_are_and_recorded(self) -> None:
         """An edited driver (its hooks kept): the patch is checked against the edit,
         the patched copy carries it, and the report and KCIDB record say so."""
-        install.install(self.base.path, self.base.version, series.load_series())
+        install.install(self.base.path, self.base.version, changes.load_series())
         rel = 'drivers/irqchip/irq-gic-v3-its.c'
         drv = self.base.path / rel
         old = 'pr_err_ratelimited("Unable to get SGI status\\n");'
@@ -259,18 +263,18 @@ class ChecksBeforeWriting(unittest.TestCase):
         p = Path(self.tmp.name) / 'on-edit.patch'
         p.write_text(f'--- a/{rel}\n+++ b/{rel}\n' + _one_line_hunk(drv.read_text(), new,
                                                                      new + ' /* x */'))
-        checked = review.check(self.base, patchfile.load(p))
+        checked = review.check(self.base, patch_input.load(p))
         assert checked.applied is not None
         self.assertIn(b'SGI status\\n"); /* x */', checked.applied.contents[rel] or b'')
         self.assertEqual(review.dirty_files(self.base), [rel])
-        tree, _ = review.patched_tree(self.base, patchfile.load(p), self.cache,
+        tree, _ = review.patched_tree(self.base, patch_input.load(p), self.cache,
                                       checked.applied)
         self.assertIn('Unable to read the SGI status', (tree.path / rel).read_text())
-        o = review.Outcome(self.base, tree, patchfile.load(p), dirty=[rel])
-        text = reviewreport.render(o, self.opts)
+        o = review.Outcome(self.base, tree, patch_input.load(p), dirty=[rel])
+        text = reporting.render(o, self.opts)
         self.assertIn('uncommitted edits', text)
         self.assertIn('irq-gic-v3-its.c', text)
-        doc = reviewreport.to_json(o, self.opts)
+        doc = reporting.to_json(o, self.opts)
         kc = doc['kcidb']
         assert isinstance(kc, dict)
         self.assertEqual(kc['checkouts'][0]['misc']['uncommitted_files'], [rel])
@@ -282,9 +286,9 @@ class ChecksBeforeWriting(unittest.TestCase):
                      'rename to drivers/net/lo.c\n'
                      'diff --git a/mm/Kconfig b/mm/Kconfig\nold mode 100644\n'
                      'new mode 100755\n')
-        checked = review.check(self.base, patchfile.load(p))
-        install.install(self.base.path, self.base.version, series.load_series())
-        tree, _ = review.patched_tree(self.base, patchfile.load(p), self.cache,
+        checked = review.check(self.base, patch_input.load(p))
+        install.install(self.base.path, self.base.version, changes.load_series())
+        tree, _ = review.patched_tree(self.base, patch_input.load(p), self.cache,
                                       checked.applied)
         self.assertFalse((tree.path / 'drivers/net/loopback.c').exists())
         self.assertTrue((self.base.path / 'drivers/net/loopback.c').exists())
@@ -305,10 +309,10 @@ class StatusChanges(unittest.TestCase):
                 (run / 'arm64_2n_its1.meta.json').write_text(json.dumps(
                     {'kernel': 'linux-6.12', 'topology': 'arm64_2n_its1', 'seconds': 1.0,
                      'kunit_py_exit': 0}))
-            changes, totals = review.kunit_changes(Path(d) / 'base', Path(d) / 'patched')
-        self.assertTrue(changes)
-        self.assertTrue(all(c.base == 'PASS' and c.patched == 'FAIL' for c in changes))
-        self.assertTrue(any('its_kunit_probe_places_all_on_node' in c.case for c in changes))
+            status_changes, totals = review.kunit_changes(Path(d) / 'base', Path(d) / 'patched')
+        self.assertTrue(status_changes)
+        self.assertTrue(all(c.base == 'PASS' and c.patched == 'FAIL' for c in status_changes))
+        self.assertTrue(any('its_kunit_probe_places_all_on_node' in c.case for c in status_changes))
         self.assertEqual(totals['base'].get('FAIL', 0), 0)
 
 
@@ -320,11 +324,11 @@ class Report(unittest.TestCase):
             p1, pn = 8e4 * scale * rng.gauss(1, 0.01), 1.4e5 * scale * rng.gauss(1, 0.01)
             return {'pps_single': p1, 'pps_total': pn, 'scaling_efficiency': pn / (4 * p1),
                     'per_cpu': [{'cpu': c, 'node': c // 2, 'pps': pn / 4} for c in range(4)]}
-        diffs = figures.compare([rec(1) for _ in range(10)], [rec(0.95) for _ in range(10)],
+        diffs = metrics.compare([rec(1) for _ in range(10)], [rec(0.95) for _ in range(10)],
                                 0.05)
         base = Tree(Path('/t/linux-6.12/src'), debian_tree('6.12').version, 'debian')
-        o = review.Outcome(base, base, patchfile.load(SLOW), diffs=diffs,
-                           kunit_changes=[review.Change('arm64_2n_its1', 'a.b.c', 'PASS',
+        o = review.Outcome(base, base, patch_input.load(SLOW), diffs=diffs,
+                           kunit_changes=[review.StatusChange('arm64_2n_its1', 'a.b.c', 'PASS',
                                                         'FAIL')],
                            kunit_totals={'base': {'PASS': 3}, 'patched': {'PASS': 2,
                                                                           'FAIL': 1}},
@@ -334,13 +338,13 @@ class Report(unittest.TestCase):
                                          '/x/initramfs.gz'] + ['-numa', 'node'] * 12)
         opts = review.Options(('arm64_2n_its1', 'x86_64_2n'), 'x86_64_2n', 10, 2.0, 0.05,
                               60, 2, Path('/nonexistent'))
-        text = reviewreport.render(o, opts)
+        text = reporting.render(o, opts)
         self.assertTrue(all(len(line) < 72 for line in text.splitlines()), text)
         for want in ('Patch: [PATCH] loopback: spin', 'Base:    Linux 6.12',
                      'arm64_2n_its1: PASS -> FAIL', 'regression (significant at alpha = 0.05)',
                      '<bzImage>', 'Verdict: regression in 2 of 3 figures (1 thread, all CPUs)', 'guest-base.config'):
             self.assertIn(want, text)
-        doc = reviewreport.to_json(o, opts)
+        doc = reporting.to_json(o, opts)
         json.dumps(doc)
         k = doc['kcidb']
         assert isinstance(k, dict)

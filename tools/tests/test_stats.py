@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import unittest
 
-from kloc import stats
+from kloc.bench import stats
 
 try:
     from scipy import stats as sp  # type: ignore[import]

@@ -12,7 +12,7 @@ import unittest
 from pathlib import Path
 from unittest import mock
 
-from kloc import topology
+from kloc.qemu import topology
 from kloc.paths import QEMU_CONFIGS
 
 from .helpers import debian_tree

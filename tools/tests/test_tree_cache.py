@@ -12,11 +12,12 @@ import time
 import unittest
 from pathlib import Path
 
-from kloc import install, ktree, series
+from kloc.series import changes, install
+from kloc.trees import sources
 
 from .test_install_safety import TOOLS, pristine_tree
 
-SERIES = series.load_series()
+SERIES = changes.load_series()
 DRIVER = 'drivers/irqchip/irq-gic-v3-its.c'
 
 
@@ -53,7 +54,7 @@ class TreeCacheTest(unittest.TestCase):
         os.environ['KLOC_LINUX_SOURCE_DIR'] = str(self.srcdir)
         os.environ['KLOC_CACHE'] = str(self.cache / 'kloc')
         self.addCleanup(self.restore_env, old, os.environ.get('KLOC_CACHE'))
-        self.tree = ktree.debian_tree('6.12', self.cache)
+        self.tree = sources.debian_tree('6.12', self.cache)
 
     def restore_env(self, src: str | None, cache: str | None) -> None:
         for k, v in (('KLOC_LINUX_SOURCE_DIR', src), ('KLOC_CACHE', cache)):
@@ -73,25 +74,25 @@ class TreeCacheTest(unittest.TestCase):
 
     def test_a_good_tree_is_reused(self) -> None:
         inode = self.tree.path.stat().st_ino
-        again = ktree.debian_tree('6.12', self.cache)
+        again = sources.debian_tree('6.12', self.cache)
         self.assertEqual(again.path.stat().st_ino, inode, 'a good tree was extracted again')
 
     def test_truncated_files_are_found_and_extracted_again(self) -> None:
         for rel in ('Makefile', DRIVER, 'mm/percpu.c'):
             with self.subTest(rel=rel):
                 self.truncate(rel)
-                tree = ktree.debian_tree('6.12', self.cache)
+                tree = sources.debian_tree('6.12', self.cache)
                 self.assert_pristine(tree.path)
 
     def test_a_truncated_installed_driver_is_blamed_on_the_cache(self) -> None:
         install.install(self.tree.path, self.tree.version, SERIES)
-        why = ktree._tree_is_good(self.tree.path, '6.12', ktree._stamp_for(self.tarball))
+        why = sources._tree_is_good(self.tree.path, '6.12', sources._stamp_for(self.tarball))
         self.assertEqual(why, '', 'an installed tree counts as damaged')
         self.truncate(DRIVER)
-        why = ktree._tree_is_good(self.tree.path, '6.12', ktree._stamp_for(self.tarball))
+        why = sources._tree_is_good(self.tree.path, '6.12', sources._stamp_for(self.tarball))
         self.assertIn('damaged', why)
         self.assertIn(DRIVER, why)
-        tree = ktree.debian_tree('6.12', self.cache)
+        tree = sources.debian_tree('6.12', self.cache)
         self.assert_pristine(tree.path)
         self.assertFalse(install.is_installed(tree.path))
         saved = list((self.cache / 'kloc' / 'dropped-edits').rglob('irq-gic-v3-its.c'))
@@ -101,7 +102,7 @@ class TreeCacheTest(unittest.TestCase):
         install.install(self.tree.path, self.tree.version, SERIES)
         p = self.tree.path / DRIVER
         p.write_text(p.read_text().replace('Unable to get SGI status', 'No SGI status'))
-        why = ktree._tree_is_good(self.tree.path, '6.12', ktree._stamp_for(self.tarball))
+        why = sources._tree_is_good(self.tree.path, '6.12', sources._stamp_for(self.tarball))
         self.assertEqual(why, '')
 
     def test_leftovers_of_killed_extractions_are_removed(self) -> None:
@@ -109,7 +110,7 @@ class TreeCacheTest(unittest.TestCase):
         for name in ('.tmp-src-999999999', '.old-src-1'):
             (src / name / 'drivers').mkdir(parents=True)
             (src / name / 'drivers' / 'x.c').write_text('half\n')
-        ktree.debian_tree('6.12', self.cache)
+        sources.debian_tree('6.12', self.cache)
         self.assertEqual(sorted(p.name for p in src.iterdir() if p.name.startswith('.')
                                 and p.name != '.lock'), [])
 
@@ -118,20 +119,20 @@ class TreeCacheTest(unittest.TestCase):
         src = self.tree.path.parent
         self.tree.path.rename(src / '.old-src-12345')
         (src / '.tmp-src-999999998').mkdir()
-        tree = ktree.debian_tree('6.12', self.cache)
+        tree = sources.debian_tree('6.12', self.cache)
         self.assert_pristine(tree.path)
         self.assertFalse((src / '.old-src-12345').exists())
 
     def test_an_old_stamp_is_checked_once_against_the_tarball(self) -> None:
-        stamp = self.tree.path / ktree.STAMP
+        stamp = self.tree.path / sources.STAMP
         stamp.write_text(stamp.read_text().replace('"hashes"', '"x"'))
         inode = self.tree.path.stat().st_ino
-        tree = ktree.debian_tree('6.12', self.cache)
+        tree = sources.debian_tree('6.12', self.cache)
         self.assertEqual(tree.path.stat().st_ino, inode)
         self.assertIn('"hashes"', stamp.read_text())
         stamp.write_text(stamp.read_text().replace('"hashes"', '"x"'))
         self.truncate('mm/percpu.c')
-        tree = ktree.debian_tree('6.12', self.cache)
+        tree = sources.debian_tree('6.12', self.cache)
         self.assert_pristine(tree.path)
 
 

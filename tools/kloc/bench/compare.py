@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: GPL-2.0
+"""make compare: SLUB against SLAB guests, interleaved, with statistics.
+
+Builds the two guests of one tree (6.1 by default: SLAB is gone from 6.8),
+one initramfs for both, runs them A B A B ... into a resumable results
+file, and writes the table (compare.txt), compare.json and compare.svg.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from kloc import progress
+from kloc.bench import interleave, metrics, plot, tables
+from kloc.guests import guest
+from kloc.qemu import topology
+from kloc.atomicfile import write_text
+from kloc.trees.sources import Tree
+
+
+@dataclass(frozen=True)
+class Options:
+    arch: str
+    topology: str
+    a: str                 # allocator of side A
+    b: str
+    runs: int
+    seconds: float
+    alpha: float
+    timeout: int
+    out: Path
+
+
+def default_topology(arch: str) -> str:
+    return 'x86_64_2n' if arch == 'x86_64' else 'arm64_2n_its1'
+
+
+def prepare(tree: Tree, opts: Options) -> interleave.Plan:
+    topo = topology.get(opts.topology)
+    if topo.arch != opts.arch:
+        raise topology.TopologyError(f'topology {topo.name} is {topo.arch}; pick an '
+                                     f'{opts.arch} one with TOPOLOGY=')
+    ga, gb = guest.Guest(tree, opts.arch, opts.a), guest.Guest(tree, opts.arch, opts.b)
+    guest.check(ga)   # before any build: e.g. SLAB on 6.8+
+    guest.check(gb)
+    return interleave.prepare((opts.a, ga), (opts.b, gb), topo, opts.seconds, opts.runs, opts.timeout,
+                      opts.out, {'tree': f'{tree.label} {tree.version}', 'arch': opts.arch,
+                                 'a': opts.a, 'b': opts.b}, ('config_a', 'config_b'))
+
+
+def run(tree: Tree, opts: Options) -> str:
+    """Run (or resume) the comparison; write its files; return the table."""
+    plan = prepare(tree, opts)
+    progress.say(f'{opts.runs} runs a side, {opts.a} and {opts.b} interleaved, on '
+                 f'{plan.topology.name} ({plan.topology.about})')
+    store = interleave.run(plan)
+    diffs = metrics.compare(store.records('a', opts.runs), store.records('b', opts.runs),
+                            opts.alpha)
+    qemu = guest.qemu_command(plan.a.guest, plan.a.initrd, plan.topology)
+    head = [f'SLUB/SLAB comparison: Linux {tree.version} ({tree.label}), {opts.arch}',
+            f'{opts.a} (A) vs {opts.b} (B), {opts.runs} runs a side, interleaved;',
+            f'failed runs: {len(store.failed_runs("a"))} {opts.a}, '
+            f'{len(store.failed_runs("b"))} {opts.b} (not counted)',
+            f'topology {plan.topology.name}: {plan.topology.about}',
+            f'selftest: lo_counters {" ".join(interleave.selftest_args(opts.seconds))}', '']
+    text = '\n'.join(head) + '\n' + tables.render(diffs, opts.a, opts.b, opts.alpha)
+    write_text(opts.out / 'compare.txt', text)
+    doc = {'key': plan.key, 'runs_per_side': opts.runs, 'alpha': opts.alpha,
+           'failed_runs': {opts.a: len(store.failed_runs('a')),
+                           opts.b: len(store.failed_runs('b'))},
+           'qemu_command': qemu, 'results_file': str(store.path),
+           'figures': tables.to_json(diffs, opts.a, opts.b, opts.alpha)}
+    write_text(opts.out / 'compare.json', json.dumps(doc, indent=1) + '\n')
+    write_text(opts.out / 'compare.svg', plot.render(
+        diffs, opts.a, opts.b, f'{opts.a} vs {opts.b}, Linux {tree.version} {opts.arch}, '
+        f'{plan.topology.name}, {opts.runs} runs a side'))
+    return text

@@ -1,0 +1,132 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Run two guest kernels interleaved, A B A B ..., into a results file.
+
+Each run boots a fresh guest that runs the loopback kselftest once. The
+side with fewer good runs goes next, so the sides alternate and a resumed
+job carries on with the side that is behind. A failed run (panic, hang, no
+result, a failing selftest) is recorded with its console tail and never
+counted as a result; too many failures on one side stop the job, keeping
+everything already written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kloc import progress
+from kloc.guests import guest
+from kloc.bench.metrics import extract
+from kloc.bench.store import Run, Store, open_store
+from kloc.qemu.topology import Topology
+from kloc.errors import KlocError
+
+
+class AbError(KlocError):
+    """The A/B runs could not be completed."""
+
+
+@dataclass(frozen=True)
+class Side:
+    label: str
+    guest: guest.Guest
+    initrd: Path
+
+
+@dataclass(frozen=True)
+class Plan:
+    a: Side
+    b: Side
+    topology: Topology
+    runs: int                 # good runs wanted per side
+    timeout: int              # seconds one boot may take
+    out: Path                 # runs.jsonl and consoles/ go here
+    key: dict[str, str]       # what the runs are of; see results.open_store
+    max_failures: int = 3     # failed runs one side may have
+
+
+def selftest_args(seconds: float) -> list[str]:
+    return ['-d', f'{seconds:g}', '-w', '0.5']
+
+
+def qemu_version(topo: Topology) -> str:
+    r = subprocess.run([f'qemu-system-{topo.qemu_arch}', '--version'], capture_output=True,
+                       text=True)
+    return r.stdout.splitlines()[0] if r.stdout else 'unknown'
+
+
+def prepare(a: tuple[str, guest.Guest], b: tuple[str, guest.Guest], topo: Topology,
+            seconds: float, runs: int, timeout: int, out: Path, key: dict[str, str],
+            config_keys: tuple[str, str]) -> Plan:
+    """Build both guests (once if they are one), the static selftest, and one
+    initramfs for both sides. The key gets what every comparison depends on:
+    the topology, the selftest and its options, QEMU, and each side's .config
+    digest under its name in config_keys.
+    """
+    (label_a, ga), (label_b, gb) = a, b
+    logs = out / 'logs'
+    logs.mkdir(parents=True, exist_ok=True)
+    for g in dict.fromkeys((ga, gb)):
+        guest.build(g, logs)
+    binary = guest.static_selftest(topo.arch, ga.tree.path / 'tools/testing/selftests', out)
+    args = selftest_args(seconds)
+    initrd = guest.initramfs(binary, args, out / 'initramfs.gz', topo.arch)
+    full = dict(key, topology=topo.name, selftest_args=' '.join(args),
+                selftest=hashlib.sha256(guest.SELFTEST.read_bytes()).hexdigest()[:16],
+                qemu=qemu_version(topo))
+    full[config_keys[0]] = guest.config_digest(ga)
+    full[config_keys[1]] = guest.config_digest(gb)
+    return Plan(Side(label_a, ga, initrd), Side(label_b, gb, initrd), topo, runs, timeout,
+                out, full)
+
+
+def _brief(record: dict[str, object] | None) -> str:
+    if not record:
+        return ''
+    try:
+        f = extract(record)
+    except (KeyError, ValueError):
+        return ''
+    return (f'1 thread {f["pps_single"]:,.0f} pps, all CPUs {f["pps_total"]:,.0f} pps, '
+            f'efficiency {f["scaling_efficiency"]:.3f}')
+
+
+def run(plan: Plan) -> Store:
+    if plan.runs < 2:
+        raise AbError(f'{plan.runs} runs a side: a comparison needs at least 2 (10 or '
+                      'more to be worth reading)')
+    store = open_store(plan.out / 'runs.jsonl', plan.key)
+    sides = {'a': plan.a, 'b': plan.b}
+    if store.runs:
+        progress.say(f'resuming {store.path}: {len(store.ok_runs("a"))} {plan.a.label} and '
+                     f'{len(store.ok_runs("b"))} {plan.b.label} good runs already there')
+    consoles = plan.out / 'consoles'
+    consoles.mkdir(parents=True, exist_ok=True)
+    total = 2 * plan.runs
+    while True:
+        have = {s: len(store.ok_runs(s)) for s in sides}
+        if min(have.values()) >= plan.runs:
+            return store
+        s = 'a' if have['a'] <= have['b'] else 'b'
+        side = sides[s]
+        n = len(store.runs) + 1
+        log = consoles / f'{n:03d}-{side.label}.log'
+        start = time.monotonic()
+        r = guest.run(side.guest, side.initrd, plan.topology, plan.timeout, log)
+        store.append(Run(s, r.ok, round(time.monotonic() - start, 2), r.record, r.why,
+                         '' if r.ok else r.console_tail, str(log)))
+        done = sum(have.values()) + (1 if r.ok else 0)
+        if r.ok:
+            progress.say(f'run {done}/{total} {side.label}: {r.seconds:.1f} s, '
+                         f'{_brief(r.record)}')
+            continue
+        failures = len(store.failed_runs(s))
+        progress.say(f'run {n} {side.label}: FAILED ({r.why}); console tail:\n'
+                     f'{r.console_tail}')
+        if failures > plan.max_failures:
+            raise AbError(f'{side.label}: {failures} failed runs (last: {r.why}); '
+                          f'consoles in {consoles}; the {len(store.runs)} runs so far are '
+                          f'kept in {store.path} and a rerun resumes from them')

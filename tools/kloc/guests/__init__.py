@@ -1,0 +1,2 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Minimal guest kernels that run the loopback kselftest."""

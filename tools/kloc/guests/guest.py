@@ -1,0 +1,276 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Minimal guest kernels and initramfs images for the loopback kselftest.
+
+A guest is tinyconfig plus the fragments in configs/ (base, numa, and the
+slab allocator), built once per tree, arch and allocator, with a busybox
+initramfs that runs the static kselftest and reboots. A run that panics,
+hangs or prints no result is a failed run with its console tail, never a
+result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kloc import progress
+from kloc.qemu import arches
+from kloc.atomicfile import write_bytes, write_text
+from kloc.qemu.topology import Topology, accel_args
+from kloc.kunit.runner import build_env
+from kloc.paths import PACKAGE_ROOT, cache_dir
+from kloc.trees.sources import Tree
+from kloc.procs import disk_full_hint, run_logged, tail
+from kloc.version import KernelVersion
+from kloc.errors import KlocError
+
+CONFIGS = PACKAGE_ROOT / 'configs'
+SELFTEST = PACKAGE_ROOT / 'selftests' / 'lo_counters' / 'lo_counters.c'
+BUSYBOX = Path('/bin/busybox')
+ALLOCATORS = ('slub', 'slab')
+SLAB_REMOVED = KernelVersion(6, 8)
+BEGIN, END = 'KLOC-RESULT-BEGIN', 'KLOC-RESULT-END'
+
+
+class GuestError(KlocError):
+    """A guest cannot be built for this request."""
+
+
+@dataclass(frozen=True)
+class Guest:
+    tree: Tree
+    arch: str
+    allocator: str
+
+    @property
+    def name(self) -> str:
+        return f'{self.tree.label}-{self.arch}-{self.allocator}'
+
+    def build_dir(self) -> Path:
+        return self.tree.path.parent / f'guest-{self.arch}-{self.allocator}'
+
+    def image(self) -> Path:
+        return self.build_dir() / arches.get(self.arch).image
+
+
+def fragments(allocator: str) -> list[Path]:
+    """The config fragments a guest takes on top of tinyconfig."""
+    return [CONFIGS / 'guest-base.config', CONFIGS / 'numa.config',
+            CONFIGS / f'{allocator}.config']
+
+
+def check(guest: Guest) -> None:
+    if guest.arch not in arches.ARCHES:
+        raise GuestError(f'no guest for arch {guest.arch}; use one of '
+                         f'{", ".join(arches.ARCHES)}')
+    if guest.allocator not in ALLOCATORS:
+        raise GuestError(f'allocator {guest.allocator!r}: use slub or slab')
+    if guest.allocator == 'slab' and guest.tree.version >= SLAB_REMOVED:
+        raise GuestError(f'SLAB is not available on Linux {guest.tree.version}: it was '
+                         'deprecated in 6.5 and removed in 6.8; use KERNEL=6.1 for SLAB')
+
+
+MIN_FREE_GIB = 4
+
+
+def check_space(where: Path) -> None:
+    """Refuse to start builds on a nearly full disk."""
+    where.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(where).free / 2 ** 30
+    if free < MIN_FREE_GIB:
+        raise GuestError(f'{where} has {free:.1f} GiB free; kernel builds need at least '
+                         f'{MIN_FREE_GIB} GiB: free some space, or point KLOC_CACHE at a '
+                         'bigger disk')
+
+
+def _make(guest: Guest, *targets: str, log: Path) -> None:
+    cross = arches.get(guest.arch).cross_prefix()
+    cmd = ['make', '-C', str(guest.tree.path), f'O={guest.build_dir()}', f'ARCH={guest.arch}',
+           f'-j{os.cpu_count() or 1}', f'CC=ccache {cross}gcc']
+    if cross:
+        cmd.append(f'CROSS_COMPILE={cross}')
+    rc = run_logged(cmd + list(targets), log, f'{guest.name} {" ".join(targets)}',
+                    env=build_env(cache_dir()))
+    if rc:
+        raise GuestError(f'{guest.name}: make {" ".join(targets)} failed; '
+                         f'{disk_full_hint(log)}last lines of {log}:\n{tail(log)}')
+
+
+def build(guest: Guest, logs: Path) -> Path:
+    """Configure and build the guest kernel; return its image."""
+    check(guest)
+    bdir = guest.build_dir()
+    bdir.mkdir(parents=True, exist_ok=True)
+    frags = fragments(guest.allocator)
+    wanted = '\n'.join(p.read_text() for p in frags)
+    stamp = bdir / '.kloc-fragments'
+    if not stamp.exists() or stamp.read_text() != wanted:
+        progress.say(f'{guest.name}: configuring (tinyconfig + {", ".join(p.name for p in frags)})')
+        _make(guest, 'tinyconfig', log=logs / f'{guest.name}-config.log')
+        subprocess.run([str(guest.tree.path / 'scripts/kconfig/merge_config.sh'), '-m', '-O',
+                        str(bdir), str(bdir / '.config')] + [str(f) for f in frags],
+                       check=True, capture_output=True, cwd=guest.tree.path,
+                       env=dict(os.environ, ARCH=guest.arch))
+        _make(guest, 'olddefconfig', log=logs / f'{guest.name}-config.log')
+        config = (bdir / '.config').read_text()
+        for need in ('CONFIG_NUMA=y', f'CONFIG_{guest.allocator.upper()}=y', 'CONFIG_NET_NS=y'):
+            if need not in config.splitlines():
+                raise GuestError(f'{guest.name}: {need} did not survive olddefconfig')
+        write_text(stamp, wanted)
+    image = arches.get(guest.arch).image
+    progress.say(f'{guest.name}: building {image}')
+    _make(guest, os.path.basename(image), log=logs / f'{guest.name}-build.log')
+    return guest.image()
+
+
+def static_selftest(arch: str, ksft_dir: Path, out: Path) -> Path:
+    cross = arches.get(arch).cross_prefix()
+    binary = out / f'lo_counters-{arch}'
+    tmp = binary.with_name(f'.{binary.name}.kloc-tmp')   # the binary appears whole or not
+    try:
+        subprocess.run([f'{cross}gcc', '-static', '-O2', '-Wall', '-iquote',
+                        str(ksft_dir / 'net'), '-o', str(tmp), str(SELFTEST), '-lpthread'],
+                       check=True)
+        tmp.replace(binary)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return binary
+
+
+def _host_arch() -> str:
+    m = os.uname().machine
+    return 'arm64' if m == 'aarch64' else m
+
+
+def busybox(arch: str) -> Path:
+    """Debian's static busybox for arch: the host's own, or the foreign .deb unpacked."""
+    if arch == _host_arch():
+        if not BUSYBOX.exists():
+            raise GuestError(f'{BUSYBOX} is missing: apt-get install busybox-static '
+                             '(make deps)')
+        return BUSYBOX
+    dest = cache_dir() / 'busybox' / arch / 'busybox'
+    if dest.exists():
+        return dest
+    pkg = f'busybox-static:{arches.get(arch).debian}'
+    with tempfile.TemporaryDirectory(prefix='kloc-busybox-') as tmp:
+        r = subprocess.run(['apt-get', 'download', pkg], cwd=tmp, capture_output=True,
+                           text=True)
+        debs = list(Path(tmp).glob('busybox-static_*.deb'))
+        if r.returncode or not debs:
+            raise GuestError(f'cannot download {pkg}: {r.stderr.strip()}\n'
+                             f'{arch} guests need it; as root run: dpkg --add-architecture '
+                             f'{arches.get(arch).debian} && apt-get update (make deps does this)')
+        subprocess.run(['dpkg-deb', '-x', str(debs[0]), f'{tmp}/x'], check=True)
+        write_bytes(dest, Path(f'{tmp}/x/bin/busybox').read_bytes(), mode=0o755)
+    progress.say(f'unpacked {pkg} into {dest}')
+    return dest
+
+
+def initramfs(binary: Path, args: list[str], out: Path, arch: str) -> Path:
+    """busybox, the selftest, and an /init that runs it once and reboots."""
+    box = busybox(arch)
+    with tempfile.TemporaryDirectory(prefix='kloc-initramfs-') as tmp:
+        root = Path(tmp)
+        for d in ('bin', 'proc', 'sys', 'dev'):
+            (root / d).mkdir()
+        shutil.copy2(box, root / 'bin' / 'busybox')
+        shutil.copy2(binary, root / 'lo_counters')
+        init = root / 'init'
+        init.write_text('#!/bin/busybox sh\n'
+                        '/bin/busybox mount -t proc proc /proc\n'
+                        '/bin/busybox mount -t sysfs sys /sys\n'
+                        f'/lo_counters {" ".join(args)} -j /tmp.json\n'
+                        'rc=$?\n'
+                        f'echo {BEGIN}\n/bin/busybox cat /tmp.json\necho "{END} $rc"\n'
+                        '/bin/busybox reboot -f\n')
+        init.chmod(0o755)
+        files = subprocess.run(['find', '.'], cwd=root, capture_output=True, text=True,
+                               check=True).stdout
+        cpio = subprocess.run(['cpio', '-o', '-H', 'newc', '--quiet'], cwd=root,
+                              input=files.encode(), capture_output=True, check=True).stdout
+    write_bytes(out, subprocess.run(['gzip', '-9'], input=cpio, capture_output=True,
+                                    check=True).stdout)
+    return out
+
+
+@dataclass
+class RunResult:
+    ok: bool
+    record: dict[str, object] | None
+    seconds: float
+    why: str
+    console_tail: str
+
+
+def parse_console(console: str) -> tuple[dict[str, object] | None, str]:
+    """The JSON record between the markers, and why there is none."""
+    if BEGIN not in console:
+        return None, 'the guest printed no result: it panicked, hung or never ran the test'
+    body = console.split(BEGIN, 1)[1]
+    if END not in body:
+        return None, 'the result was cut short'
+    text, _, rest = body.partition(END)
+    rc = rest.split()[0] if rest.split() else '?'
+    try:
+        record = json.loads(text.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None, f'the selftest exited {rc} without a JSON record'
+    if not isinstance(record, dict):
+        return None, 'the JSON record is not an object'
+    if rc != '0':
+        return record, f'the selftest failed (exit {rc})'
+    return record, ''
+
+
+def config_digest(guest: Guest) -> str:
+    """What the built guest really is: a hash of its .config."""
+    return hashlib.sha256((guest.build_dir() / '.config').read_bytes()).hexdigest()[:16]
+
+
+def check_machine(record: dict[str, object], topo: Topology) -> str:
+    """Why the record does not come from the machine the topology describes, or ''."""
+    per_cpu = record.get('per_cpu')
+    if not isinstance(per_cpu, list):
+        return 'the record has no per-CPU figures'
+    nodes = {c.get('node') for c in per_cpu if isinstance(c, dict)}
+    if len(per_cpu) != topo.cpus or len(nodes) != len(topo.nodes):
+        return (f'the guest ran on {len(per_cpu)} CPUs in {len(nodes)} nodes, but topology '
+                f'{topo.name} has {topo.cpus} CPUs in {len(topo.nodes)} nodes: check '
+                'CONFIG_NR_CPUS and CONFIG_NUMA in the guest config')
+    return ''
+
+
+def qemu_command(guest: Guest, initrd: Path, topo: Topology) -> list[str]:
+    console = arches.get(guest.arch).console
+    return [f'qemu-system-{topo.qemu_arch}', *topo.machine_args(),
+            *accel_args(topo.qemu_arch), '-m', '1024', '-kernel', str(guest.image()),
+            '-initrd', str(initrd), '-append', f'console={console} panic=-1 quiet',
+            '-nographic', '-nodefaults', '-serial', 'stdio', '-no-reboot']
+
+
+def run(guest: Guest, initrd: Path, topo: Topology, timeout: int,
+        console_log: Path) -> RunResult:
+    cmd = qemu_command(guest, initrd, topo)
+    start = time.monotonic()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, errors='replace',
+                           timeout=timeout, stdin=subprocess.DEVNULL)
+        out = r.stdout + r.stderr
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b'').decode(errors='replace') if isinstance(e.stdout, bytes) \
+            else (e.stdout or '')
+        out += f'\n[kloc: killed after {timeout} s]\n'
+    secs = time.monotonic() - start
+    write_text(console_log, out)
+    record, why = parse_console(out)
+    if record and not why:
+        why = check_machine(record, topo)
+    return RunResult(not why, record, secs, why, '\n'.join(out.splitlines()[-25:]))

@@ -1,0 +1,2 @@
+# SPDX-License-Identifier: GPL-2.0
+"""KUnit: the suites, building and running them with kunit.py, and their results (KTAP, JUnit, the summary)."""

@@ -1,0 +1,208 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Mutants: small breakages of the installed kernel that the tests must catch.
+
+Each kunit/<suite>/mutants/<X.Y>/<name>.patch (caught by KUnit on an arm64
+kernel) and selftests/<test>/mutants/<X.Y>/<name>.patch (caught by the
+kselftest in an x86_64 guest) applies to a tree of version X.Y, and later
+ones until the next X.Y, that carries the package. The tree is never
+touched: a hard-linked copy beside it takes each mutant in turn, and
+builds in its own build dirs, laid out like the tree's so that ccache
+shares objects between them. Each kind first runs on the unmutated copy,
+which must pass.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kloc import progress
+from kloc.guests import guest
+from kloc.kunit import ktap, suites
+from kloc.qemu import topology
+from kloc.trees import linkcopy
+from kloc.atomicfile import write_text
+from kloc.series.patching import Contents, apply_patch, touched_files
+from kloc.kunit.runner import Job, KunitError, build, run_topology
+from kloc.trees.sources import Tree
+from kloc.paths import PACKAGE_ROOT
+from kloc.version import KernelVersion, VersionError
+from kloc.errors import KlocError
+
+TOPOLOGY = suites.mutant_topology('kunit')          # the ITS away from the boot CPU's node
+GUEST_TOPOLOGY = suites.mutant_topology('guest')
+
+
+class MutantError(KlocError):
+    """The mutants cannot be run on this tree."""
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    about: str
+    patch: Path
+    kind: str = 'kunit'     # or 'guest'
+
+
+@dataclass
+class Outcome:
+    name: str
+    about: str
+    verdict: str                # caught, missed, hung, passes, pristine-fails, ...
+    failed_cases: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    pristine: bool = False
+
+
+def load(version: KernelVersion, root: Path = PACKAGE_ROOT) -> list[Mutant]:
+    """Each suite's mutants written for the newest X.Y not above version."""
+    out = []
+    for s in suites.SUITES:
+        kind, mdir = s.mutant_kind, root / s.dir / 'mutants'
+        if mdir.is_dir():
+            found: dict[KernelVersion, Path] = {}
+            for d in mdir.iterdir():
+                try:
+                    v = KernelVersion.parse(d.name)
+                except VersionError:
+                    continue  # not a version directory
+                if v <= version:
+                    found[v] = d
+            if not found:
+                continue
+            for p in sorted(found[max(found)].glob('*.patch')):
+                first = p.read_text().splitlines()[0]
+                about = first.removeprefix('Mutant:').strip()
+                out.append(Mutant(p.stem, about, p, kind))
+    if not out:
+        raise MutantError(f'no mutants for Linux {version}')
+    return out
+
+
+def scratch_copy(tree: Tree, cache: Path) -> Tree:
+    """A hard-linked copy of the tree, beside its own build dir."""
+    dest = cache / 'mutants' / tree.label / 'src'
+    linkcopy.copy(tree.path, dest)
+    return Tree(dest, tree.version, 'mutant')
+
+
+def _failed_cases(doc: ktap.Document) -> list[str]:
+    return [p for s in doc.suites for p, leaf in s.leaves()
+            if leaf.status in (ktap.Status.FAIL, ktap.Status.CRASHED)]
+
+
+class _Runner:
+    """Builds and runs the scratch copy, as it stands, for one kind of mutant."""
+
+    def __init__(self, scratch: Tree, cache: Path, out: Path, jobs: int,
+                 timeout: int) -> None:
+        self.scratch, self.out, self.timeout = scratch, out, timeout
+        self.job = Job(scratch, out, (TOPOLOGY,), jobs, timeout, cache)
+        self.initrd: Path | None = None
+
+    def kunit(self, name: str, about: str) -> Outcome:
+        start = time.monotonic()
+        try:
+            build(self.job, 'arm64')
+        except KunitError as e:  # a mutant that does not build is not a test result
+            return Outcome(name, about, 'does-not-build', [str(e).splitlines()[0]])
+        result = run_topology(self.job, TOPOLOGY)
+        for suffix in ('console', 'ktap', 'json', 'log', 'meta.json'):
+            src = self.out / f'{TOPOLOGY}.{suffix}'
+            if src.exists():
+                src.rename(self.out / f'{name}.{suffix}')
+        doc = result.doc
+        secs = time.monotonic() - start
+        if not doc.found:
+            return Outcome(name, about, 'hung', [], secs)
+        failed = _failed_cases(doc)
+        return Outcome(name, about, 'caught' if failed else 'missed', failed, secs)
+
+    def guest(self, name: str, about: str) -> Outcome:
+        """The loopback kselftest in an x86_64 SLUB guest; its counter check must fail."""
+        start = time.monotonic()
+        g = guest.Guest(self.scratch, 'x86_64', 'slub')
+        try:
+            guest.build(g, self.out)
+        except guest.GuestError as e:
+            return Outcome(name, about, 'does-not-build', [str(e).splitlines()[0]])
+        if self.initrd is None:
+            binary = guest.static_selftest('x86_64', self.scratch.path /
+                                           'tools/testing/selftests', self.out)
+            self.initrd = guest.initramfs(binary, ['-d', '0.5', '-w', '0.2'],
+                                          self.out / 'initramfs.gz', 'x86_64')
+        r = guest.run(g, self.initrd, topology.get(GUEST_TOPOLOGY), self.timeout,
+                      self.out / f'{name}.console')
+        secs = time.monotonic() - start
+        if r.ok:
+            return Outcome(name, about, 'missed', [], secs)
+        rec = r.record or {}
+        sent, tx, rx = rec.get('sent'), rec.get('lo_tx'), rec.get('lo_rx')
+        dropped = rec.get('lo_dropped', 0)
+        if not all(isinstance(v, int) for v in (sent, tx, rx, dropped)):
+            return Outcome(name, about, 'hung', [r.why], secs)
+        assert isinstance(tx, int) and isinstance(dropped, int)
+        if tx + dropped != sent or rx != tx:
+            return Outcome(name, about, 'caught',
+                           [f'lo_counters: lo counted tx {tx} rx {rx} dropped {dropped} '
+                            f'of {sent} sent'], secs)
+        return Outcome(name, about, 'failed-otherwise', [r.why], secs)
+
+
+def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[Outcome]:
+    # The mutants are written against the current series: the caller installs it.
+    mutants = load(tree.version)
+    scratch = scratch_copy(tree, cache)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    runner = _Runner(scratch, cache, out, jobs, timeout)
+    outcomes: list[Outcome] = []
+
+    originals: Contents = {}
+    for m in mutants:
+        for rel in touched_files(m.patch.read_text()):
+            originals[rel] = (tree.path / rel).read_bytes()
+    try:
+        for kind in dict.fromkeys(m.kind for m in mutants):
+            attempt = runner.kunit if kind == 'kunit' else runner.guest
+            linkcopy.write(scratch.path, originals)
+            name = 'pristine' if kind == 'kunit' else f'pristine-{kind}'
+            base = attempt(name, f'the installed tree, unmutated ({kind})')
+            base.verdict = 'passes' if base.verdict == 'missed' else 'pristine-fails'
+            base.pristine = True
+            outcomes.append(base)
+            progress.say(f'{name}: {base.verdict}')
+            for m in (m for m in mutants if m.kind == kind):
+                state: Contents = dict(originals)
+                state.update(apply_patch(m.patch, state, m.name))
+                linkcopy.write(scratch.path, state)
+                o = attempt(m.name, m.about)
+                outcomes.append(o)
+                progress.say(f'mutant {m.name}: {o.verdict}'
+                             + (f' by {", ".join(o.failed_cases[:3])}' if o.failed_cases
+                                else ''))
+    finally:
+        linkcopy.write(scratch.path, originals)
+    write_text(out / 'results.json', json.dumps(
+        [o.__dict__ for o in outcomes], indent=1) + '\n')
+    return outcomes
+
+
+def render(outcomes: list[Outcome]) -> str:
+    lines = [f'{"mutant":<30} {"verdict":<14} caught by']
+    for o in outcomes:
+        cases = ', '.join(c.rsplit('.', 2)[-2] + '.' + c.rsplit('.', 1)[-1]
+                          if c.count('.') >= 2 else c for c in o.failed_cases[:3])
+        more = f' (+{len(o.failed_cases) - 3})' if len(o.failed_cases) > 3 else ''
+        lines.append(f'{o.name:<30} {o.verdict:<14} {cases}{more}')
+    return '\n'.join(lines) + '\n'
+
+
+def ok(outcomes: list[Outcome]) -> bool:
+    return bool(outcomes) and all(
+        o.verdict == ('passes' if o.pristine else 'caught') for o in outcomes)

@@ -1,0 +1,192 @@
+# SPDX-License-Identifier: GPL-2.0
+"""The review as a mail body (under 72 columns), as JSON, and as KCIDB."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import textwrap
+
+from kloc.bench import tables
+from kloc.guests import guest
+from kloc.qemu import topology
+from kloc.bench.metrics import Difference
+from kloc.review.review import ALLOCATOR, NO_KTAP, Options, Outcome, Statuses
+
+WIDTH = 72
+ORIGIN = 'kloc'
+
+
+def _wrap_command(cmd: list[str], images: dict[str, str]) -> list[str]:
+    words = [images.get(w, w) for w in cmd]
+    lines, cur = [], '  $'
+    for w in words:
+        if len(cur) + 1 + len(w) > WIDTH - 2:
+            lines.append(cur + ' \\')
+            cur = '     '
+        cur += ' ' + w
+    return lines + [cur]
+
+
+def overall(diffs: list[Difference], changes: int) -> str:
+    tested = sum(d.figure.primary for d in diffs)
+    worse = [d.figure.short for d in diffs if d.verdict == 'lower']
+    better = [d.figure.short for d in diffs if d.verdict == 'higher']
+    parts = []
+    if worse:
+        parts.append(f'regression in {len(worse)} of {tested} figures '
+                     f'({", ".join(worse)})')
+    if better:
+        parts.append(f'improvement in {len(better)} of {tested} figures '
+                     f'({", ".join(better)})')
+    if not parts:
+        parts.append('no significant difference in loopback throughput')
+    parts.append(f'{changes} KUnit status change{"s" if changes != 1 else ""}')
+    return ', '.join(parts)
+
+
+def render(o: Outcome, opts: Options) -> str:
+    subject = 'A/A: the base kernel against itself' if opts.aa or not o.patch \
+        else o.patch.subject
+    topo_name = opts.bench_topology
+    lines = ['kloc review', '']
+    lines += textwrap.wrap(f'Patch: {subject}', WIDTH, subsequent_indent='  ')
+    if o.patch and not opts.aa:
+        lines.append(f'  {o.patch.path.name}, {o.patch.mails} mail(s), '
+                     f'{len(o.patch.files)} file(s), sha256 {o.patch.sha256[:16]}')
+    lines += [f'Base:    Linux {o.base.version} ({o.base.origin} tree)']
+    if o.dirty:
+        lines += textwrap.wrap('Base tree has uncommitted edits (reviewed as they are): '
+                               + ', '.join(o.dirty), WIDTH, initial_indent='  ',
+                               subsequent_indent='    ')
+    lines += [
+              f'Patched: Linux {o.patched.version}, base + the patch'
+              if not opts.aa else 'Patched: the same kernel (A/A)', '']
+    if opts.kunit and not opts.aa:
+        lines.append(f'KUnit: every suite, on {len(opts.topologies)} topologies:')
+        lines += textwrap.wrap(', '.join(opts.topologies), WIDTH, initial_indent='  ',
+                               subsequent_indent='  ')
+        for side in ('base', 'patched'):
+            t = o.kunit_totals.get(side, {})
+            lines.append(f'  {side:<8} ' + ', '.join(f'{v} {k.lower()}'
+                                                    for k, v in sorted(t.items())))
+        if o.kunit_changes:
+            lines.append(f'  Status changes ({len(o.kunit_changes)}):')
+            for c in o.kunit_changes:
+                lines.append(f'  {c.topology}: {c.base} -> {c.patched}')
+                lines += textwrap.wrap(c.case, WIDTH, initial_indent='    ',
+                                       subsequent_indent='      ')
+        else:
+            lines.append('  Status changes: none')
+        lines.append('')
+    frags = ' + '.join(p.name for p in guest.fragments(ALLOCATOR))
+    lines += ['Loopback benchmark: selftests/lo_counters in a guest',
+              f'  config: tinyconfig + {frags}',
+              f'  topology: {topo_name}',
+              f'  {opts.runs} runs a side, base and patched interleaved;',
+              f'  failed runs (not counted): {o.failed_runs.get("base", 0)} base, '
+              f'{o.failed_runs.get("patched", 0)} patched',
+              '  QEMU (each run boots a fresh guest):']
+    images = {}
+    for w in o.qemu_command:
+        if w.endswith(('bzImage', '/Image')):
+            images[w] = '<bzImage>' if w.endswith('bzImage') else '<Image>'
+        elif w.endswith('initramfs.gz'):
+            images[w] = '<initramfs>'
+    lines += _wrap_command(o.qemu_command, images)
+    lines.append('')
+    lines += tables.render(o.diffs, 'base', 'patched', opts.alpha,
+                             ('improvement', 'regression')).splitlines()
+    lines += ['', f'Verdict: {overall(o.diffs, len(o.kunit_changes))}.']
+    lines = [line for block in lines for line in
+             (textwrap.wrap(block, WIDTH, subsequent_indent='  ') if len(block) > WIDTH
+              else [block])]
+    return '\n'.join(lines) + '\n'
+
+
+def _test_path(*parts: str) -> str:
+    return '.'.join(re.sub(r'[^a-zA-Z0-9_-]+', '_', p).strip('_') for p in parts)
+
+
+def kcidb(o: Outcome, opts: Options) -> dict[str, object]:
+    """A KCIDB v4.3 submission; figures, which it has no field for, under misc."""
+    patch_hash = hashlib.sha256(((o.patch.sha256 if o.patch else '') + '\n').encode()) \
+        .hexdigest() if o.patch and not opts.aa else ''
+    checkout = f'{ORIGIN}:{o.base.version}-{(patch_hash or "aa")[:16]}'
+    checkouts: list[dict[str, object]] = [{
+        'id': checkout, 'origin': ORIGIN, 'patchset_hash': patch_hash,
+        'comment': o.patch.subject if o.patch and not opts.aa else 'A/A', 'valid': True,
+        'misc': {'base': f'Linux {o.base.version}', 'base_origin': o.base.origin,
+                 'uncommitted_files': o.dirty}}]
+    builds: list[dict[str, object]] = []
+    tests: list[dict[str, object]] = []
+    bench_arch = topology.get(opts.bench_topology).arch
+    for side in ('base', 'patched'):
+        if opts.kunit and not opts.aa:
+            for arch in sorted({topology.get(t).arch for t in opts.topologies}):
+                bid = f'{checkout}-{side}-kunit-{arch}'
+                builds.append({'id': bid, 'checkout_id': checkout, 'origin': ORIGIN,
+                               'architecture': arch, 'config_name': 'kunit', 'valid': True,
+                               'misc': {'side': side}})
+                tests += _kunit_tests(o.kunit_statuses.get(side, {}), bid, arch)
+        bid = f'{checkout}-{side}-guest-{bench_arch}'
+        builds.append({'id': bid, 'checkout_id': checkout, 'origin': ORIGIN,
+                       'architecture': bench_arch,
+                       'config_name': f'guest-base+numa+{ALLOCATOR}', 'valid': True,
+                       'misc': {'side': side}})
+        for d in o.diffs:
+            s = d.a if side == 'base' else d.b
+            tests.append({'id': f'{bid}:{_test_path("lo_counters", d.figure.name)}',
+                          'build_id': bid, 'origin': ORIGIN,
+                          'path': _test_path('lo_counters', d.figure.name), 'status': 'DONE',
+                          'environment': {'comment': f'QEMU {opts.bench_topology}'},
+                          'misc': {'value': s.median, 'unit': d.figure.unit,
+                                   'statistic': 'median', 'ci95': [s.ci.lo, s.ci.hi],
+                                   'runs': len(s.values)}})
+    bid = f'{checkout}-patched-guest-{bench_arch}'
+    for d in o.diffs:
+        tests.append({'id': f'{bid}:{_test_path("lo_counters", d.figure.name, "change")}',
+                      'build_id': bid, 'origin': ORIGIN,
+                      'path': _test_path('lo_counters', d.figure.name, 'change'),
+                      'status': {'lower': 'FAIL', 'detail': 'DONE'}.get(d.verdict, 'PASS'),
+                      'misc': {'value': d.change_pct, 'unit': '%', 'p': d.u_test.p,
+                               'p_holm': d.p_adjusted, 'alpha': opts.alpha,
+                               'verdict': {'lower': 'regression', 'higher': 'improvement',
+                                           'same': 'no significant difference',
+                                           'detail': 'not tested'}[d.verdict]}})
+    return {'version': {'major': 4, 'minor': 3}, 'checkouts': checkouts, 'builds': builds,
+            'tests': tests}
+
+
+def _kunit_tests(statuses: Statuses, build_id: str, arch: str) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
+    for (topo, case), status in statuses.items():
+        if case == NO_KTAP or topology.get(topo).arch != arch:
+            continue  # a run that printed no KTAP has no cases to report
+        tpath = _test_path('kunit', *case.split('.'))
+        out.append({'id': f'{build_id}:{topo}:{tpath}', 'build_id': build_id,
+                    'origin': ORIGIN, 'path': tpath,
+                    'status': 'ERROR' if status == 'CRASHED' else status,
+                    'environment': {'comment': f'QEMU {topo}'}})
+    return out
+
+
+def to_json(o: Outcome, opts: Options) -> dict[str, object]:
+    return {
+        'patch': None if not o.patch or opts.aa else {
+            'file': str(o.patch.path), 'subject': o.patch.subject, 'sha256': o.patch.sha256,
+            'files': list(o.patch.files), 'mails': o.patch.mails},
+        'aa': opts.aa,
+        'base': {'version': str(o.base.version), 'tree': str(o.base.path),
+                 'origin': o.base.origin, 'uncommitted_files': o.dirty},
+        'patched': {'version': str(o.patched.version), 'tree': str(o.patched.path),
+                    'reused_cached_tree': o.reused},
+        'kunit': {'topologies': list(opts.topologies), 'totals': o.kunit_totals,
+                  'changes': [c.__dict__ for c in o.kunit_changes]} if opts.kunit else None,
+        'loopback': {'topology': opts.bench_topology, 'runs_per_side': opts.runs,
+                     'failed_runs': o.failed_runs, 'qemu_command': o.qemu_command,
+                     'key': o.key,
+                     'figures': tables.to_json(o.diffs, 'base', 'patched', opts.alpha)},
+        'verdict': overall(o.diffs, len(o.kunit_changes)),
+        'kcidb': kcidb(o, opts),
+    }

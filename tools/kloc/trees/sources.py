@@ -1,0 +1,295 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Kernel source trees: Debian's linux-source-X packages, or the user's KDIR."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kloc import progress
+from kloc.series import changes, install
+from kloc.trees import kernels
+from kloc.paths import cache_dir
+from kloc.version import KernelVersion, VersionError, tree_version
+from kloc.errors import KlocError
+
+STAMP = '.kloc-extracted'
+# Files every usable tree has; a tree missing one is damaged.
+KEY_FILES = ('Makefile', 'Kconfig', 'tools/testing/kunit/kunit.py',
+             'scripts/checkpatch.pl', 'drivers/irqchip/irq-gic-v3-its.c')
+# Checked by content too: the files the suites are about.
+CONTENT_FILES = ('mm/percpu.c', 'drivers/net/loopback.c')
+
+
+class TreeError(KlocError):
+    """No usable kernel tree."""
+
+
+@dataclass(frozen=True)
+class Tree:
+    path: Path
+    version: KernelVersion
+    origin: str  # 'debian' or 'kdir'
+
+    @property
+    def label(self) -> str:
+        return f'linux-{self.version}'
+
+
+def check_tree(path: Path) -> KernelVersion:
+    """Return the version of a complete kernel tree, or raise TreeError."""
+    if not path.is_dir():
+        raise TreeError(f'{path} is not a directory; set KDIR to the top of a kernel '
+                        'source tree, or use KERNEL=' + '|'.join(kernels.names()))
+    try:
+        version = tree_version(path)
+    except VersionError as e:
+        raise TreeError(f'{e}; set KDIR to the top of a kernel source tree') from e
+    missing = [f for f in KEY_FILES if not (path / f).is_file()]
+    if missing:
+        raise TreeError(f'{path} is not a complete kernel tree: missing {", ".join(missing)}')
+    return version
+
+
+def user_tree(kdir: str) -> Tree:
+    path = Path(kdir).expanduser().resolve()
+    version = check_tree(path)
+    if version < kernels.OLDEST:
+        raise TreeError(f'{path} is Linux {version}; this package supports '
+                        f'{kernels.OLDEST.series} and later')
+    return Tree(path, version, 'kdir')
+
+
+def source_dir() -> Path:
+    """Where Debian's linux-source-X packages put their tarballs."""
+    return Path(os.environ.get('KLOC_LINUX_SOURCE_DIR', '/usr/src'))
+
+
+def _tarball(kernel: str) -> Path:
+    return source_dir() / f'linux-source-{kernel}.tar.xz'
+
+
+def _stamp_for(tarball: Path) -> dict[str, object]:
+    st = tarball.stat()
+    return {'tarball': str(tarball), 'size': st.st_size, 'mtime_ns': st.st_mtime_ns}
+
+
+def checked_files(version: KernelVersion) -> list[str]:
+    """Files whose content is checked on every use: the key files and the series'."""
+    files = set(KEY_FILES) | set(CONTENT_FILES)
+    files |= set(install.series_files(version, changes.load_series()))
+    return sorted(files)
+
+
+def _hashes(root: Path, files: list[str]) -> dict[str, str | None]:
+    return {rel: install.sha((root / rel).read_bytes()) if (root / rel).is_file() else None
+            for rel in files}
+
+
+def _damage(dest: Path, version: KernelVersion, want: dict[str, str | None]) -> list[str]:
+    """The checked files whose content is neither the tarball's nor the package's."""
+    try:
+        m = install.read_manifest(dest)
+    except install.InstallError:
+        m = None
+    managed = m.files if m else {}
+    bad = []
+    for rel, h in sorted(want.items()):
+        p = dest / rel
+        cur = install.sha(p.read_bytes()) if p.is_file() else None
+        r = managed.get(rel)
+        if r is None:
+            if cur != h:
+                bad.append(rel)
+            continue
+        orig = dest / install.STATE_DIR / 'orig' / rel
+        saved = install.sha(orig.read_bytes()) if orig.is_file() else None
+        if saved != h:
+            bad.append(f'{rel} (its saved original)')
+        elif cur != r.installed and cur != h and not install.carries_package(
+                rel, p.read_bytes() if p.is_file() else None, version,
+                changes.load_series()):
+            bad.append(rel)
+    return bad
+
+
+def _tree_is_good(dest: Path, kernel: str, want: dict[str, object]) -> str:
+    """Return '' if dest is a finished, undamaged extraction of want, else why not."""
+    try:
+        stamp = json.loads((dest / STAMP).read_text())
+    except (OSError, ValueError):
+        return 'no completion stamp'
+    if not isinstance(stamp, dict) or \
+            {k: stamp.get(k) for k in want} != want:
+        return 'the linux-source package changed since it was extracted'
+    try:
+        version = check_tree(dest)
+    except TreeError as e:
+        return str(e)
+    if version.series != kernel:
+        return f'it holds {version}, not {kernel}'
+    hashes = stamp.get('hashes')
+    if not isinstance(hashes, dict):
+        return 'its stamp has no content hashes (made by an older kloc)'
+    bad = _damage(dest, version, hashes)
+    if bad:
+        return f'damaged: {", ".join(bad)} differ from {want["tarball"]}'
+    return ''
+
+
+def _clean_leftovers(src: Path) -> None:
+    """Half-extracted trees and half-deleted old ones of runs that were killed."""
+    for p in src.glob('.tmp-src-*'):
+        pid = p.name.rsplit('-', 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+            continue
+        progress.say(f'removing {p}, left by an interrupted extraction')
+        shutil.rmtree(p, ignore_errors=True)
+    for p in src.glob('.old-src-*'):
+        shutil.rmtree(p, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _save_damaged(dest: Path, files: list[str]) -> None:
+    """Keep a copy of the files that differ, in case they were somebody's work."""
+    to = cache_dir() / 'dropped-edits' / time.strftime('%Y%m%d-%H%M%S')
+    saved = []
+    for rel in files:
+        p = dest / rel.split(' (')[0]
+        if p.is_file():
+            (to / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(p, to / rel)
+            saved.append(rel)
+    if saved:
+        progress.say(f'copies of the damaged files are in {to}: {", ".join(saved)}')
+
+
+def debian_tree(kernel: str, cache: Path) -> Tree:
+    """Extract Debian's linux-source-<kernel> once into the cache, and reuse it.
+
+    Every use checks the key files and the files the package touches by
+    content against the tarball's (or the package's, where installed). A
+    damaged tree is extracted again, into a temporary directory that is
+    renamed into place; an extraction that is killed leaves only that
+    temporary directory, which the next run removes.
+    """
+    if kernels.get(kernel) is None:
+        raise TreeError(f'KERNEL={kernel} is not supported; use one of '
+                        f'{", ".join(kernels.names())}, or KDIR=/path/to/tree')
+    tarball = _tarball(kernel)
+    if not tarball.is_file():
+        raise TreeError(f'{tarball} is missing; install it with '
+                        f'"apt-get install linux-source-{kernel}" (or run "make deps" as root)')
+    # trees/linux-X/src, next to trees/linux-X/build-ARCH: a tree and its
+    # copies for mutants keep the same relative layout, so ccache can share.
+    src = cache / 'trees' / f'linux-{kernel}'
+    dest = src / 'src'
+    want = _stamp_for(tarball)
+    src.mkdir(parents=True, exist_ok=True)
+    with open(src / '.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _clean_leftovers(src)
+        if dest.exists():
+            why = _tree_is_good(dest, kernel, want)
+            if not why:
+                return Tree(dest, check_tree(dest), 'debian')
+            if why.startswith('its stamp has no content hashes'):
+                why = _upgrade_stamp(dest, tarball, kernel, want)
+                if not why:
+                    return Tree(dest, check_tree(dest), 'debian')
+            progress.say(f'{dest} is unusable ({why}); extracting it again')
+            damaged = re.match(r'damaged: (.*) differ from ', why)
+            if damaged:
+                _save_damaged(dest, damaged.group(1).split(', '))
+            old = src / f'.old-src-{os.getpid()}'
+            dest.rename(old)
+            shutil.rmtree(old)
+        version = _extract(tarball, kernel, src, want)
+    progress.say(f'extracted Linux {version}')
+    return Tree(dest, version, 'debian')
+
+
+def _extract(tarball: Path, kernel: str, src: Path, want: dict[str, object]) -> KernelVersion:
+    tmp = src / f'.tmp-src-{os.getpid()}'
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    progress.say(f'extracting {tarball} into {src / "src"}')
+    done = False
+    try:
+        subprocess.run(['tar', '-xJf', str(tarball), '-C', str(tmp), '--strip-components=1'],
+                       check=True)
+        version = check_tree(tmp)
+        if version.series != kernel:
+            raise TreeError(f'{tarball} holds Linux {version}, not {kernel}')
+        stamp = dict(want, hashes=_hashes(tmp, checked_files(version)))
+        (tmp / STAMP).write_text(json.dumps(stamp, sort_keys=True))
+        tmp.rename(src / 'src')
+        done = True
+    except subprocess.CalledProcessError as e:
+        raise TreeError(f'extracting {tarball} failed (tar exited {e.returncode}); check '
+                        'the disk space (df -h) and the package (apt-get install '
+                        f'--reinstall linux-source-{kernel})') from None
+    finally:
+        if not done:        # also on Ctrl-C and SIGTERM: no half tree is left
+            shutil.rmtree(tmp, ignore_errors=True)
+    return version
+
+
+def _upgrade_stamp(dest: Path, tarball: Path, kernel: str, want: dict[str, object]) -> str:
+    """Add content hashes to an older stamp, from the tarball itself; '' if the tree is good."""
+    version = check_tree(dest)
+    files = checked_files(version)
+    progress.say(f'{dest}: checking its content against {tarball} (once)')
+    with tempfile.TemporaryDirectory(prefix='kloc-stamp-') as tmp:
+        top = f'linux-source-{kernel}'       # Debian's tarballs have this top directory
+        subprocess.run(['tar', '-xJf', str(tarball), '-C', tmp, '--strip-components=1',
+                        '--ignore-failed-read', *[f'{top}/{f}' for f in files]],
+                       capture_output=True)
+        hashes = _hashes(Path(tmp), files)
+    bad = _damage(dest, version, hashes)
+    if bad:
+        return f'damaged: {", ".join(bad)} differ from {tarball}'
+    stamp = dict(want, hashes=hashes)
+    (dest / STAMP).write_text(json.dumps(stamp, sort_keys=True))
+    return ''
+
+
+def uncommitted(path: Path) -> list[str]:
+    """Tracked files of a git tree with uncommitted changes (not the package's own)."""
+    if not (path / '.git').exists():
+        return []
+    try:
+        proc = subprocess.run(['git', '-C', str(path), 'status', '--porcelain',
+                               '--untracked-files=no', '-z'],
+                              capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if proc.returncode != 0:
+        return []
+    files = [e[3:] for e in proc.stdout.split('\0') if len(e) > 3]
+    return sorted(f for f in files if not f.startswith('.kloc/'))
+
+
+def resolve(kernel: str, kdir: str, cache: Path) -> Tree:
+    """KDIR wins over KERNEL."""
+    if kdir:
+        return user_tree(kdir)
+    return debian_tree(kernel, cache)
