@@ -11,6 +11,7 @@ TIMEOUT    ?=
 RUNS       ?=
 ALPHA      ?=
 SECONDS    ?=
+MDE        ?=
 FORCE      ?=
 PYTHON     ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 export KLOC_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kloc
@@ -23,7 +24,7 @@ opt = $(if $(2),$(1) $(call q,$(2)))
 FORCE_OPT = $(if $(filter-out 0,$(FORCE)),--force)
 TREE  = $(call opt,--kernel,$(KERNEL)) $(call opt,--kdir,$(KDIR)) $(FORCE_OPT)
 NUMBERS = $(call opt,--timeout,$(TIMEOUT)) $(call opt,--runs,$(RUNS)) \
-	$(call opt,--seconds,$(SECONDS)) $(call opt,--alpha,$(ALPHA))
+	$(call opt,--seconds,$(SECONDS)) $(call opt,--alpha,$(ALPHA)) $(call opt,--mde,$(MDE))
 
 .PHONY: help deps tree install uninstall patches kunit kselftest guest compare review bench-aa mutants report run test \
 	check-tools lint clean

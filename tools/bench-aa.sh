@@ -28,7 +28,7 @@ for i in $(seq 1 "$REPEATS"); do
 	verdict=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["verdict"])' \
 		"$OUT/bench-aa/review/aa-$i/review.json")
 	case "$verdict" in
-	no\ significant*) ;;
+	no\ significant*|inconclusive*) ;;
 	*) called=$((called + 1)) ;;
 	esac
 	echo "A/A $i: $verdict" >&2

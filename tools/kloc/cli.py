@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from kloc import defaults, progress
-from kloc.bench import compare, plot
+from kloc.bench import compare, plot, stats
 from kloc.guests import guest
 from kloc.kunit import junit, runner, suites, summary
 from kloc.mutants import mutants
@@ -185,7 +185,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve() / 'compare' / f'{tree.label}-{args.arch}-{args.a}-{args.b}'
     opts = compare.Options(args.arch, args.topology or compare.default_topology(args.arch),
                            args.a, args.b, args.runs, args.seconds, args.alpha, args.timeout,
-                           out)
+                           out, args.mde)
     install_into(tree, args)
     print(compare.run(tree, opts), end='')
     print(f'Files: {out}/compare.txt, compare.json, compare.svg; runs in {out}/runs.jsonl')
@@ -207,7 +207,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve() / 'review' / name
     opts = review.Options(names, args.bench_topology, args.runs, args.seconds, args.alpha,
                           args.timeout, args.jobs, out, kunit=not args.no_kunit, aa=args.aa,
-                          force=args.force)
+                          force=args.force, mde=args.mde)
     checked = review.check(tree, None if args.aa else patch, args.force)
     guest.check_space(cache_dir())
     outcome = review.run(tree, patch, opts, cache_dir(), checked)
@@ -239,6 +239,21 @@ class _Parser(argparse.ArgumentParser):
             o = defaults.BY_DEST[m.group(1)]
             message = f'{o.make}={m.group(2)} is not a number ({o.about})'
         self.exit(2, f'{self.prog}: error: {message} (see --help)\n')
+
+
+PRIMARY_FIGURES = 3     # tested together, with Holm (bench.metrics)
+
+
+def _check_power(runs: int, alpha: float) -> None:
+    """Refuse a RUNS with which no difference can ever be significant."""
+    need = stats.min_runs(alpha, PRIMARY_FIGURES)
+    if runs < need:
+        p = stats.smallest_p(runs, runs)
+        raise defaults.OptionError(
+            f'RUNS={runs} can never give a significant difference: with {runs} runs a side '
+            f'the smallest two-sided Mann-Whitney p is {p:.3g}, {PRIMARY_FIGURES * p:.3g} '
+            f'after Holm over the {PRIMARY_FIGURES} primary figures, above ALPHA={alpha:g}; '
+            f'use RUNS={need} or more')
 
 
 def option(sp: argparse.ArgumentParser, command: str, dest: str) -> None:
@@ -352,9 +367,10 @@ COMMANDS = (
     Command('guest', cmd_guest, 'one guest, the kselftest once', numbers=('seconds', 'timeout'),
             extra=_guest_opts),
     Command('compare', cmd_compare, 'SLUB against SLAB guests, interleaved',
-            numbers=('runs', 'seconds', 'alpha', 'timeout'), extra=_compare_opts),
+            numbers=('runs', 'seconds', 'alpha', 'mde', 'timeout'), extra=_compare_opts),
     Command('review', cmd_review, 'a patched kernel against its base',
-            numbers=('runs', 'seconds', 'alpha', 'jobs', 'timeout'), extra=_review_opts),
+            numbers=('runs', 'seconds', 'alpha', 'mde', 'jobs', 'timeout'),
+            extra=_review_opts),
     Command('report', cmd_report, 'merge the KUnit results; the summary', tree=False),
     Command('registry', cmd_registry, 'the declared kernels, arches and suites, for scripts',
             tree=False, out=False, extra=_registry_opts),
@@ -386,6 +402,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         defaults.check(args.command, vars(args))
+        if args.command in ('compare', 'review'):
+            _check_power(args.runs, args.alpha)
     except KlocError as e:
         print(f'kloc {args.command}: error: {e}', file=sys.stderr)
         return 2

@@ -62,6 +62,9 @@ OPTIONS = (
            low_open=True),
     Option('ALPHA', 'alpha', 'the significance level', (('*', '0.05'),), low=0, high=0.5,
            low_open=True),
+    Option('MDE', 'mde', 'the change of interest, in percent: a run that could not '
+           'detect it is inconclusive', (('compare', '3.6'), ('review', '3.6')), low=0,
+           high=100, low_open=True),
     Option('JOBS', 'jobs', 'parallel build jobs', (('*', 'nproc'),), low=1, high=4096,
            integer=True),
 )

@@ -160,7 +160,10 @@ class ErrorMessageTest(unittest.TestCase):
                 ('TIMEOUT=0 (make kunit)', ('kunit', '--timeout', '0'), 'TIMEOUT=0'),
                 ('JOBS=0 (make mutants)', ('mutants', '--jobs', '0'), 'JOBS=0'),
                 ('ALPHA=2 (make compare)', ('compare', '--alpha', '2'), 'ALPHA=2'),
-                ('SECONDS=nan (make compare)', ('compare', '--seconds', 'nan'), 'SECONDS=nan')):
+                ('SECONDS=nan (make compare)', ('compare', '--seconds', 'nan'), 'SECONDS=nan'),
+                ('RUNS=4 (make review): never significant',
+                 ('review', '--aa', '--runs', '4'), 'RUNS=4 can never give a significant'),
+                ('MDE=0 (make compare)', ('compare', '--mde', '0'), 'MDE=0')):
             with self.subTest(name=name):
                 self.run_case(Case(name, args + ('--out', str(out)), expect))
                 self.assertFalse(out.exists(), f'{name}: wrote {out} before refusing')

@@ -10,7 +10,7 @@ import unittest
 import xml.dom.minidom
 from pathlib import Path
 
-from kloc.bench import metrics, plot, store, tables
+from kloc.bench import metrics, plot, stats, store, tables
 from kloc.bench.store import Run
 
 KEY = {'tree': 'linux-6.1 6.1.192', 'a': 'slub', 'b': 'slab'}
@@ -103,3 +103,47 @@ class Report(unittest.TestCase):
 
 if __name__ == '__main__':
     unittest.main()
+
+
+class Power(unittest.TestCase):
+    """No significant difference is a pass only when the runs could see the change."""
+
+    def runs(self, seed: int, n: int, spread: float) -> list[dict[str, object]]:
+        rng = random.Random(seed)
+        return [record(8e4 * rng.gauss(1, spread), 1.4e5 * rng.gauss(1, spread))
+                for _ in range(n)]
+
+    def test_a_noisy_aa_is_inconclusive_a_quiet_one_passes(self) -> None:
+        noisy = metrics.compare(self.runs(1, 10, 0.06), self.runs(2, 10, 0.06), 0.05)
+        primary = [d for d in noisy if d.figure.primary]
+        self.assertTrue(all(d.verdict == 'inconclusive' for d in primary),
+                        [(d.figure.name, d.verdict, d.detectable_pct) for d in primary])
+        self.assertTrue(all(d.detectable_pct > 3.6 for d in primary))
+        text = tables.render(noisy, 'base', 'patched', 0.05, ('improvement', 'regression'))
+        self.assertIn('inconclusive: not significant, and these runs could only', text)
+        self.assertTrue(all(len(line) <= 72 for line in text.splitlines()))
+        quiet = metrics.compare(self.runs(3, 30, 0.01), self.runs(4, 30, 0.01), 0.05)
+        self.assertTrue(all(d.verdict == 'same' for d in quiet if d.figure.primary),
+                        [(d.figure.name, d.verdict, d.detectable_pct) for d in quiet])
+        # A looser change of interest (MDE=20) makes the noisy one a pass.
+        loose = metrics.compare(self.runs(1, 10, 0.06), self.runs(2, 10, 0.06), 0.05, 0.20)
+        self.assertTrue(all(d.verdict == 'same' for d in loose if d.figure.primary))
+
+    def test_detectable_change_and_runs_needed_agree(self) -> None:
+        for cv in (0.02, 0.05, 0.1):
+            n = stats.runs_needed(cv, cv, 0.036, 0.05, tests=3)
+            self.assertLessEqual(stats.detectable_change(cv, cv, n, n, 0.05, tests=3), 0.036)
+            if n > 2:
+                self.assertGreater(stats.detectable_change(cv, cv, n - 1, n - 1, 0.05,
+                                                           tests=3), 0.036)
+        self.assertGreater(stats.runs_needed(0.05, 0.05, 0.036, tests=3),
+                           stats.runs_needed(0.05, 0.05, 0.036, tests=1), 'Holm is ignored')
+
+    def test_too_few_runs_can_never_be_significant(self) -> None:
+        self.assertEqual(stats.min_runs(0.05, 3), 5)
+        self.assertEqual(stats.min_runs(0.05, 1), 4)
+        # The exact test's smallest p really is 2 / C(2n, n): all of A above all of B.
+        for n in (2, 3, 4, 5):
+            u = stats.mann_whitney([float(i) for i in range(n)],
+                                   [float(i + 100) for i in range(n)])
+            self.assertAlmostEqual(u.p, stats.smallest_p(n, n))

@@ -31,6 +31,7 @@ class Options:
     alpha: float
     timeout: int
     out: Path
+    mde: float = 3.6       # the change of interest, percent
 
 
 def default_topology(arch: str) -> str:
@@ -57,7 +58,7 @@ def run(tree: Tree, opts: Options) -> str:
                  f'{plan.topology.name} ({plan.topology.about})')
     store = interleave.run(plan)
     diffs = metrics.compare(store.records('a', opts.runs), store.records('b', opts.runs),
-                            opts.alpha)
+                            opts.alpha, opts.mde / 100)
     qemu = guest.qemu_command(plan.a.guest, plan.a.initrd, plan.topology)
     head = [f'SLUB/SLAB comparison: Linux {tree.version} ({tree.label}), {opts.arch}',
             f'{opts.a} (A) vs {opts.b} (B), {opts.runs} runs a side, interleaved;',

@@ -11,9 +11,21 @@ verdict.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from kloc.bench import stats
+
+# The change of interest when none is given: the seed patch's claimed gain
+# (../shared/seeds). A run that could not have found it is inconclusive.
+EFFECT_OF_INTEREST = 0.036
+
+# What each verdict says, in every report, plot and record.
+VERDICT_WORDS = {
+    'same': 'no significant difference',
+    'inconclusive': 'inconclusive',
+    'detail': 'not tested (a detail)',
+}
 
 
 @dataclass(frozen=True)
@@ -75,7 +87,25 @@ class Difference:
     change_ci: stats.Interval
     u_test: stats.UTest
     p_adjusted: float
-    verdict: str        # 'higher', 'lower', 'same', or 'detail' (not tested)
+    # 'higher' or 'lower' (significant), 'same' (not, and the runs had the
+    # power to see the change of interest), 'inconclusive' (not, and they
+    # had not), or 'detail' (not tested)
+    verdict: str
+    detectable_pct: float = math.inf   # 80% power, Holm, the measured spreads
+    interest_pct: float = 100 * EFFECT_OF_INTEREST
+
+    @property
+    def significant(self) -> bool:
+        return self.verdict in ('higher', 'lower')
+
+
+def verdict_words(d: Difference, b: str = 'B', words: tuple[str, str] | None = None) -> str:
+    """The verdict in words: words = what a higher and a lower B mean."""
+    if d.verdict in VERDICT_WORDS:
+        return VERDICT_WORDS[d.verdict]
+    if words:
+        return words[0] if d.verdict == 'higher' else words[1]
+    return f'{b} {d.verdict}'
 
 
 def _side(xs: list[float]) -> Side:
@@ -83,8 +113,12 @@ def _side(xs: list[float]) -> Side:
 
 
 def compare(a_records: list[dict[str, object]], b_records: list[dict[str, object]],
-            alpha: float) -> list[Difference]:
-    """One Difference per figure both sides have, in a stable order."""
+            alpha: float, interest: float = EFFECT_OF_INTEREST) -> list[Difference]:
+    """One Difference per figure both sides have, in a stable order.
+
+    interest: the relative change that matters; a figure with no
+    significant difference is 'same' only if the runs could have found it.
+    """
     a_vals = [extract(r) for r in a_records]
     b_vals = [extract(r) for r in b_records]
     names = [n for n in a_vals[0] if all(n in v for v in a_vals + b_vals)]
@@ -104,8 +138,12 @@ def compare(a_records: list[dict[str, object]], b_records: list[dict[str, object
         change = stats.pct_change(xa, xb)
         # U counts the pairs where A beats B: below half, B tends higher.
         b_higher = u.u < len(xa) * len(xb) / 2
+        sa, sb = _side(xa), _side(xb)
+        mde = stats.detectable_change(sa.cv, sb.cv, len(xa), len(xb), alpha,
+                                      tests=max(1, len(primary)))
         verdict = 'detail' if i not in primary else \
-            'same' if p_adj >= alpha else ('higher' if b_higher else 'lower')
-        out.append(Difference(describe(n), _side(xa), _side(xb), change,
-                              stats.pct_change_ci(xa, xb), u, p_adj, verdict))
+            ('higher' if b_higher else 'lower') if p_adj < alpha else \
+            'same' if mde <= interest else 'inconclusive'
+        out.append(Difference(describe(n), sa, sb, change, stats.pct_change_ci(xa, xb), u,
+                              p_adj, verdict, 100 * mde, 100 * interest))
     return out

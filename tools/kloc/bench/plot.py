@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from html import escape
 
-from kloc.bench.metrics import Difference
+from kloc.bench.metrics import Difference, verdict_words
 
 PANEL_W, PANEL_H, PAD = 280, 260, 40
 COLOURS = ('#1f77b4', '#d62728')
@@ -54,8 +54,7 @@ def _panel(d: Difference, x0: int, y0: int) -> list[str]:
     def y(v: float) -> float:
         return bottom - (v - lo) / (hi - lo) * (bottom - top)
 
-    verdict = {'same': 'no sig. difference', 'detail': 'detail, not tested'}.get(
-        d.verdict, f'B {d.verdict}')
+    verdict = verdict_words(d)
     title = d.figure.title.split(' (')[0][:34]
     out = [f'<text x="{x0}" y="{y0 + 12}" font-weight="bold">{escape(title)} '
            f'({escape(d.figure.unit)})</text>',

@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import asdict
 
 from kloc.bench import stats
-from kloc.bench.metrics import Difference
+from kloc.bench.metrics import EFFECT_OF_INTEREST, Difference, verdict_words
 
 WIDTH = 72
-SEED_EFFECT = 0.036   # the ITS placement patch's claimed gain (../shared/seeds)
+SEED_EFFECT = EFFECT_OF_INTEREST
 
 
 def _fmt(v: float, unit: str) -> str:
@@ -19,20 +20,23 @@ def _fmt(v: float, unit: str) -> str:
 def verdict_text(d: Difference, a: str, b: str, alpha: float,
                  words: tuple[str, str] | None = None) -> str:
     """words: what a higher and a lower B mean (e.g. improvement, regression)."""
+    text = verdict_words(d, b, words)
     if d.verdict == 'detail':
-        return 'none: a per-node detail, not tested'
+        return f'none: {text}'
     if d.verdict == 'same':
-        return f'no significant difference at alpha = {alpha:g}'
-    if words:
-        word = words[0] if d.verdict == 'higher' else words[1]
-    else:
-        word = f'{b} {d.verdict} than {a}'
-    return f'{word} (significant at alpha = {alpha:g})'
+        return f'{text} at alpha = {alpha:g}'
+    if d.verdict == 'inconclusive':
+        return (f'{text}: not significant, and these runs could only find '
+                f'{d.detectable_pct:.1f}% or more')
+    if not words:
+        text = f'{b} {d.verdict} than {a}'
+    return f'{text} (significant at alpha = {alpha:g})'
 
 
 def render(diffs: list[Difference], a: str, b: str, alpha: float,
            words: tuple[str, str] | None = None) -> str:
-    w = max(len(a), len(b), 7) + 2
+    w = max(len(a), len(b), 10) + 2
+    tests = max(1, sum(d.figure.primary for d in diffs))
     lines: list[str] = []
     for d in diffs:
         u = d.figure.unit
@@ -44,8 +48,14 @@ def render(diffs: list[Difference], a: str, b: str, alpha: float,
                      f'{d.change_ci.hi:+.2f}%]')
         lines.append(f'  {"p":<{w}}{d.u_test.p:>11.4f}  Mann-Whitney U {d.u_test.method}'
                      + (f'; Holm {d.p_adjusted:.4f}' if d.figure.primary else ''))
-        lines.append(f'  {"verdict":<{w}}{verdict_text(d, a, b, alpha, words)}')
-        need = stats.runs_needed(d.a.cv, d.b.cv, SEED_EFFECT, alpha)
+        lines += textwrap.wrap(verdict_text(d, a, b, alpha, words), WIDTH,
+                               initial_indent=f'  {"verdict":<{w}}',
+                               subsequent_indent=' ' * (w + 2))
+        if d.figure.primary:
+            lines.append(f'  {"detectable":<{w}}{d.detectable_pct:.1f}% or more '
+                         f'(80% power, Holm over {tests})')
+        need = stats.runs_needed(d.a.cv, d.b.cv, SEED_EFFECT, alpha,
+                                 tests=tests if d.figure.primary else 1)
         lines.append(f'  {"3.6%":<{w}}needs {need} runs a side at this spread (80% power)')
         lines.append('')
     levels = sorted({round(100 * s.ci.level, 1) for d in diffs for s in (d.a, d.b)})
@@ -54,8 +64,12 @@ def render(diffs: list[Difference], a: str, b: str, alpha: float,
               f'  coverage {cover}); for the change, a seeded 95% bootstrap.',
               'p: two-sided; verdicts use it Holm-adjusted over the 3 primary',
               '  figures (1 thread, all CPUs, scaling efficiency).',
-              '3.6%: the seed patch\'s claimed effect; runs needed =',
-              '  (1.96 + 0.84)^2 (CV_A^2 + CV_B^2) / 0.036^2 / (3/pi).']
+              'detectable: the smallest change these runs find 4 times in 5:',
+              '  (z(1 - alpha/2m) + z(0.8)) sqrt((CV_A^2/n_A + CV_B^2/n_B) / (3/pi)),',
+              f'  m = {tests} (Holm); above the change of interest, no significant',
+              '  difference is "inconclusive", not a pass.',
+              '3.6%: the seed patch\'s claimed effect; runs needed, the same',
+              '  formula solved for n.']
     for line in lines:
         if len(line) > WIDTH:
             raise AssertionError(f'report line over {WIDTH} columns: {line!r}')
@@ -73,7 +87,9 @@ def to_json(diffs: list[Difference], a: str, b: str, alpha: float) -> list[dict[
             'test': f'Mann-Whitney U ({d.u_test.method}), two-sided',
             'u': d.u_test.u, 'p': d.u_test.p, 'p_holm': d.p_adjusted,
             'primary': d.figure.primary,
-            'verdict': d.verdict if d.verdict in ('same', 'detail') else f'{b} {d.verdict}',
+            'detectable_change_pct': d.detectable_pct, 'change_of_interest_pct': d.interest_pct,
+            'verdict': d.verdict if not d.significant else f'{b} {d.verdict}',
+            'verdict_words': verdict_words(d, b),
         }
         out.append(item)
     return out

@@ -10,11 +10,12 @@ import textwrap
 from kloc.bench import tables
 from kloc.guests import guest
 from kloc.qemu import topology
-from kloc.bench.metrics import Difference
+from kloc.bench.metrics import Difference, verdict_words
 from kloc.review.review import ALLOCATOR, NO_KTAP, Options, Outcome, Statuses
 
 WIDTH = 72
 ORIGIN = 'kloc'
+REVIEW_WORDS = ('improvement', 'regression')   # a higher, a lower patched figure
 
 
 def _wrap_command(cmd: list[str], images: dict[str, str]) -> list[str]:
@@ -39,7 +40,12 @@ def overall(diffs: list[Difference], changes: int) -> str:
     if better:
         parts.append(f'improvement in {len(better)} of {tested} figures '
                      f'({", ".join(better)})')
-    if not parts:
+    unsure = [d.figure.short for d in diffs if d.verdict == 'inconclusive']
+    if unsure and not parts:
+        parts.append(f'inconclusive: no significant difference, but the runs could not '
+                     f'have found the change of interest in {len(unsure)} of {tested} '
+                     f'figures ({", ".join(unsure)}); give more RUNS')
+    elif not parts:
         parts.append('no significant difference in loopback throughput')
     parts.append(f'{changes} KUnit status change{"s" if changes != 1 else ""}')
     return ', '.join(parts)
@@ -96,7 +102,7 @@ def render(o: Outcome, opts: Options) -> str:
     lines += _wrap_command(o.qemu_command, images)
     lines.append('')
     lines += tables.render(o.diffs, 'base', 'patched', opts.alpha,
-                             ('improvement', 'regression')).splitlines()
+                             REVIEW_WORDS).splitlines()
     lines += ['', f'Verdict: {overall(o.diffs, len(o.kunit_changes))}.']
     lines = [line for block in lines for line in
              (textwrap.wrap(block, WIDTH, subsequent_indent='  ') if len(block) > WIDTH
@@ -148,12 +154,14 @@ def kcidb(o: Outcome, opts: Options) -> dict[str, object]:
         tests.append({'id': f'{bid}:{_test_path("lo_counters", d.figure.name, "change")}',
                       'build_id': bid, 'origin': ORIGIN,
                       'path': _test_path('lo_counters', d.figure.name, 'change'),
-                      'status': {'lower': 'FAIL', 'detail': 'DONE'}.get(d.verdict, 'PASS'),
+                      # No significant difference passes only with the power to
+                      # see the change of interest; without it the test is DONE.
+                      'status': {'lower': 'FAIL', 'detail': 'DONE',
+                                 'inconclusive': 'DONE'}.get(d.verdict, 'PASS'),
                       'misc': {'value': d.change_pct, 'unit': '%', 'p': d.u_test.p,
                                'p_holm': d.p_adjusted, 'alpha': opts.alpha,
-                               'verdict': {'lower': 'regression', 'higher': 'improvement',
-                                           'same': 'no significant difference',
-                                           'detail': 'not tested'}[d.verdict]}})
+                               'detectable_change_pct': d.detectable_pct,
+                               'verdict': verdict_words(d, 'patched', REVIEW_WORDS)}})
     return {'version': {'major': 4, 'minor': 3}, 'checkouts': checkouts, 'builds': builds,
             'tests': tests}
 

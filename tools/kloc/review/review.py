@@ -58,6 +58,7 @@ class Options:
     kunit: bool = True
     aa: bool = False                # A/A: the base against itself
     force: bool = False             # FORCE=1: replace files edited by hand
+    mde: float = 3.6                # the change of interest, percent
 
 
 Statuses = dict[tuple[str, str], str]
@@ -288,7 +289,8 @@ def run(base: Tree, patch: PatchInfo | None, opts: Options, cache: Path,
     progress.say(f'loopback A/B: {opts.runs} runs a side on {topo.name}, interleaved')
     store = interleave.run(plan)
     outcome.diffs = metrics.compare(store.records('a', opts.runs),
-                                    store.records('b', opts.runs), opts.alpha)
+                                    store.records('b', opts.runs), opts.alpha,
+                                    opts.mde / 100)
     outcome.failed_runs = {'base': len(store.failed_runs('a')),
                            'patched': len(store.failed_runs('b'))}
     outcome.qemu_command = guest.qemu_command(ga, plan.a.initrd, topo)
