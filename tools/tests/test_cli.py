@@ -105,3 +105,35 @@ class DefaultsTest(unittest.TestCase):
                             'help'], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn(defaults.table(), r.stdout)
+
+
+class MakefileTest(unittest.TestCase):
+    """What the Makefile passes on: quoted values, and TIMEOUT to every command that boots."""
+
+    root = Path(__file__).resolve().parents[2]
+
+    def make(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(['make', '-s', '-C', str(self.root), *args],
+                              capture_output=True, text=True, timeout=120)
+
+    def test_timeout_reaches_every_command_that_boots(self) -> None:
+        for target in ('kunit', 'guest', 'compare', 'review', 'mutants', 'run'):
+            with self.subTest(target=target):
+                r = self.make('-n', target, 'TIMEOUT=7', 'PATCH=x.patch')
+                self.assertEqual(r.returncode, 0, r.stderr)
+                text = r.stdout.replace('\\\n', ' ')
+                lines = [ln for ln in text.splitlines() if '-m kloc ' in ln
+                         and any(f'kloc {c}' in ln for c in
+                                 ('kunit', 'guest', 'compare', 'review', 'mutants'))]
+                self.assertTrue(lines, r.stdout)
+                for ln in lines:
+                    self.assertIn("--timeout '7'", ln)
+
+    def test_a_patch_path_with_spaces(self) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            p = Path(d) / 'my fix' / "it's a.patch"
+            p.parent.mkdir()
+            p.write_text('')
+            r = self.make('review', f'PATCH={p}', f'OUT={d}/out')
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(f'PATCH={p} is empty', r.stderr)
