@@ -1,0 +1,158 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Print the directory that holds qemu-plugin.h of the installed QEMU: the
+# header from Debian's qemu source package of exactly the version the
+# installed qemu-system-* packages were built from. Fetched once with
+# "apt-get source --download-only" into $KLOC_CACHE/qemu-src/<version>/
+# (with docs/devel/tcg-plugins.rst, the API reference, beside it); every
+# later call only compares versions.
+#
+# Usage: get-header.sh [--add-deb-src]
+#   --add-deb-src  as root, when apt knows no qemu source of that version, add
+#                  /etc/apt/sources.list.d/kloc-src.sources (deb-src for the
+#                  suites of the existing deb entries) and run apt-get update
+
+set -euo pipefail
+
+cache=${KLOC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kloc}/qemu-src
+add_src=0
+case "${1:-}" in
+--add-deb-src) add_src=1 ;;
+"") ;;
+*)
+	echo "usage: $0 [--add-deb-src]" >&2
+	exit 2
+	;;
+esac
+
+die() {
+	echo "get-header.sh: $*" >&2
+	exit 1
+}
+
+# The source version of the installed qemu-system-* packages; all must agree.
+installed=()
+version=
+for pkg in qemu-system-x86 qemu-system-arm; do
+	status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$pkg" 2>/dev/null) || continue
+	[ "${status:0:2}" = ii ] || continue
+	read -r src v < <(dpkg-query -W -f='${source:Package} ${source:Version}\n' "$pkg")
+	[ "$src" = qemu ] || die "$pkg is built from source package '$src', not Debian's qemu"
+	if [ -n "$version" ] && [ "$v" != "$version" ]; then
+		die "the installed QEMU packages come from different qemu sources" \
+			"(${installed[*]}: $version; $pkg: $v): upgrade them together," \
+			"apt-get install qemu-system-x86 qemu-system-arm"
+	fi
+	version=$v
+	installed+=("$pkg")
+done
+[ -n "$version" ] || die "no qemu-system-x86 or qemu-system-arm package is installed" \
+	"(make deps installs them)"
+
+dir="$cache/${version//:/_}"
+if [ -f "$dir/qemu-plugin.h" ] && [ "$(cat "$dir/source-version" 2>/dev/null)" = "$version" ]; then
+	echo "$dir"
+	exit 0
+fi
+
+known_versions() {
+	{ apt-cache showsrc qemu 2>/dev/null || true; } | sed -n 's/^Version: //p' | sort -u
+}
+
+# deb-src entries for the suites of the deb entries, in the files' own formats.
+add_deb_src() {
+	local f out=/etc/apt/sources.list.d/kloc-src.sources
+	local list=/etc/apt/sources.list.d/kloc-src.list
+	: >"$out.tmp"
+	for f in /etc/apt/sources.list.d/*.sources; do
+		if [ ! -f "$f" ] || [ "$f" = "$out" ]; then
+			continue
+		fi
+		awk 'BEGIN { RS = ""; ORS = "\n\n" }
+		     /(^|\n)Types:[^\n]*(^| )deb( |\n|$)/ && !/(^|\n)Enabled: *no/ {
+			sub(/(^|\n)Types:[^\n]*/, "\nTypes: deb-src"); sub(/^\n/, ""); print }' \
+			"$f" >>"$out.tmp"
+	done
+	if [ -s "$out.tmp" ]; then
+		mv "$out.tmp" "$out"
+		echo "get-header.sh: added $out (deb-src for the deb entries' suites)" >&2
+	else
+		rm -f "$out.tmp"
+	fi
+	if [ -f /etc/apt/sources.list ] && grep -q '^deb[[:space:]]' /etc/apt/sources.list; then
+		sed -n 's/^deb\([[:space:]]\)/deb-src\1/p' /etc/apt/sources.list >"$list"
+		echo "get-header.sh: added $list (deb-src for /etc/apt/sources.list)" >&2
+	fi
+	apt-get update -q >&2
+}
+
+if ! known_versions | grep -qxF "$version"; then
+	if [ $add_src -eq 1 ] && [ "$(id -u)" -eq 0 ]; then
+		add_deb_src
+	fi
+fi
+if ! known_versions | grep -qxF "$version"; then
+	others=$(known_versions | tr '\n' ' ')
+	if [ -n "$others" ]; then
+		die "apt knows the qemu sources ${others% }, but not $version, the one" \
+			"the installed ${installed[*]} were built from: run apt-get update, or" \
+			"upgrade QEMU (apt-get install ${installed[*]})"
+	fi
+	die "apt knows no qemu source package, so qemu-plugin.h $version cannot be had." \
+		"Add deb-src entries for the suites of your deb entries (see" \
+		"/etc/apt/sources.list.d/debian.sources), e.g. a file" \
+		"/etc/apt/sources.list.d/kloc-src.sources with the same stanzas and" \
+		"'Types: deb-src', then apt-get update. As root, '$0 --add-deb-src'" \
+		"(run by make deps) does both."
+fi
+
+mkdir -p "$cache"
+tmp=$(mktemp -d "$cache/.get-header.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+if ! (cd "$tmp" && apt-get source -q --download-only "qemu=$version") >"$tmp/apt.log" 2>&1; then
+	die "apt-get source --download-only qemu=$version failed:" \
+		"$(tail -n 5 "$tmp/apt.log")"
+fi
+orig=$(find "$tmp" -maxdepth 1 -name 'qemu_*.orig.tar.*' ! -name '*.asc' | head -n 1)
+debian=$(find "$tmp" -maxdepth 1 -name 'qemu_*.debian.tar.*' | head -n 1)
+if [ -z "$orig" ] || [ -z "$debian" ]; then
+	die "apt-get source gave no orig and debian tarballs in $tmp"
+fi
+mkdir "$tmp/x"
+tar -xf "$orig" -C "$tmp/x" --wildcards --no-anchored \
+	'include/qemu/qemu-plugin.h' 'docs/devel/tcg-plugins.rst'
+tar -xf "$debian" -C "$tmp/x" debian/patches
+top=$(find "$tmp/x" -mindepth 1 -maxdepth 1 -type d ! -name debian | head -n 1)
+if [ -z "$top" ] || [ ! -f "$top/include/qemu/qemu-plugin.h" ]; then
+	die "$orig has no include/qemu/qemu-plugin.h"
+fi
+# Debian's patches may change the header: then unpack the whole source.
+touching=()
+if [ -f "$tmp/x/debian/patches/series" ]; then
+	while read -r p _; do
+		case "$p" in '' | '#'*) continue ;; esac
+		if grep -qE '^\+\+\+ ([^/]*/)?include/qemu/qemu-plugin\.h' "$tmp/x/debian/patches/$p"; then
+			touching+=("$p")
+		fi
+	done <"$tmp/x/debian/patches/series"
+fi
+if [ ${#touching[@]} -gt 0 ]; then
+	echo "get-header.sh: Debian's ${touching[*]} change qemu-plugin.h: unpacking the source" >&2
+	dsc=$(find "$tmp" -maxdepth 1 -name 'qemu_*.dsc' | head -n 1)
+	(cd "$tmp" && dpkg-source -q -x "$dsc" src >/dev/null 2>"$tmp/dpkg-source.log") ||
+		die "dpkg-source -x $dsc failed: $(tail -n 5 "$tmp/dpkg-source.log")"
+	top=$tmp/src
+fi
+grep -q '^#define QEMU_PLUGIN_VERSION [0-9]' "$top/include/qemu/qemu-plugin.h" ||
+	die "$top/include/qemu/qemu-plugin.h defines no QEMU_PLUGIN_VERSION"
+mkdir "$tmp/out"
+cp "$top/include/qemu/qemu-plugin.h" "$tmp/out/"
+[ ! -f "$top/docs/devel/tcg-plugins.rst" ] || cp "$top/docs/devel/tcg-plugins.rst" "$tmp/out/"
+echo "$version" >"$tmp/out/source-version"
+rm -rf "$dir.old"
+[ ! -e "$dir" ] || mv "$dir" "$dir.old"
+mv "$tmp/out" "$dir"
+rm -rf "$dir.old"
+echo "get-header.sh: qemu-plugin.h of Debian qemu $version in $dir" >&2
+echo "$dir"

@@ -1,0 +1,900 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kloc-count: a QEMU TCG plugin that counts, per vCPU, inside windows the
+ * guest marks (kloc-marker.h): instructions (kernel and user apart, by the
+ * top bit of the virtual address), loads and stores, accesses to memory on
+ * the vCPU's own NUMA node and on other nodes, and cache-line transfers
+ * between vCPUs in a MESI-like model of 64-byte lines (a load of a line
+ * another vCPU holds modified: "hitm"; a store to a line another vCPU holds:
+ * an invalidation), in the order QEMU executes the accesses. Because that
+ * order depends on how QEMU interleaves the vCPUs (in turns of up to 100 ms
+ * with thread=single), it also counts "shared" accesses: loads and stores of
+ * a line that another vCPU has stored to in the same window (true or false
+ * sharing), which do not depend on the interleaving: they are the transfers
+ * the accesses would cause if the vCPUs interleaved at every access, an
+ * upper bound. The lines with the most events are kept with the PCs and
+ * vCPUs that caused them, like perf c2c. At exit it writes one JSON file.
+ *
+ * Arguments (each "key=value", repeatable where said):
+ *   out=PATH            where the JSON goes (else QEMU's log, -d plugin)
+ *   node=N:LO-HI        guest-physical range LO..HI (inclusive) is node N; repeat
+ *   cpus=A-B:N          vCPUs A..B are on node N (or cpus=A:N); repeat
+ *   ram=LO-HI:GPA       this QEMU's qemu_plugin_hwaddr_phys_addr() values
+ *                       LO..HI are guest-physical GPA.. (QEMU 7.2 returns the
+ *                       RAM block's ram_addr plus its region offset, not the
+ *                       guest-physical address); repeat; default: identity
+ *   top=N               contended lines kept in the output per phase (20)
+ *   pcs=N               PCs shown per line (at most 8; default 8)
+ *   lines_max=N         contended lines tracked in all (100000, ~600 bytes
+ *                       each with 4 vCPUs); more are
+ *                       counted, not attributed ("lines_dropped")
+ *
+ * Safety: per-vCPU counters are written only by the thread running that
+ * vCPU; the line states are 64-bit words updated by compare-and-swap; the
+ * table of contended lines and the window bookkeeping are under a mutex.
+ * So MTTCG (thread=multi) cannot corrupt the tables; single-threaded TCG
+ * (thread=single) has no concurrency at all.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <glib.h>
+#include <qemu-plugin.h>
+
+#ifndef KLOC_QEMU_HEADER
+#define KLOC_QEMU_HEADER "unknown"
+#endif
+
+#define KLOC_COUNT_VERSION "1.0"
+#define MAX_PHASES 256
+#define MAX_VCPUS 16		/* sharers and writers are 16-bit masks */
+#define MAX_NODES 64
+#define MAX_SEGS 16
+#define LINE_SHIFT 6
+#define PC_SLOTS 8
+#define MARK_MAGIC 0x4b4cU
+#define KIND_START 1
+#define KIND_END 2
+
+_Static_assert(sizeof(void *) == 8, "kloc-count needs a 64-bit host");
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
+
+struct counts {
+	uint64_t insns_user, insns_kernel, loads, stores;
+	uint64_t local, remote, io, unmapped, hitm, inval, shared;
+};
+
+struct vcpu {
+	struct counts ph[MAX_PHASES];
+	int node;
+	int tb_phase;		/* the phase the current TB was counted into, or -1 */
+	pthread_t thread;
+	bool seen;
+	uint64_t last_key;	/* the contended line this vCPU touched last */
+	struct hot_line *last_hot;
+} __attribute__((aligned(64)));
+
+struct seg {			/* one RAM range, with its line states */
+	uint64_t raw_lo, raw_hi, gpa;
+	int node;
+	uint64_t *lines;	/* per line: see line_access() */
+	size_t nlines;
+};
+
+struct pc_slot {
+	uint64_t pc, count, err;	/* count: all events; err: space-saving overcount */
+	uint64_t hitm, inval, shared;
+	uint32_t vcpus;
+};
+
+struct hot_line {
+	uint64_t key;		/* (line number << 8) | phase: the table's key */
+	uint64_t paddr, vaddr;
+	int node;
+	uint64_t hitm, inval, shared;
+	struct pc_slot pcs[PC_SLOTS];
+	uint64_t per_vcpu[];	/* [3 * nvcpus]: hitm, invalidations, shared */
+};
+
+enum event { HITM, INVAL, SHARED };
+
+static struct vcpu *vcpus;
+static int nvcpus;
+static const char *target;
+static int api_min, api_cur;
+static char *out_path;
+static unsigned int top_n = 20, pcs_n = PC_SLOTS;
+static uint64_t lines_max = 100000, lines_held, lines_dropped;
+
+static struct { uint64_t lo, hi; int node; } noderange[MAX_SEGS];
+static int nnoderanges;
+static struct { uint64_t lo, hi, gpa; } ramarg[MAX_SEGS];
+static int nramargs;
+static struct seg segs[MAX_SEGS];
+static int nsegs;
+static int cpu_node[MAX_VCPUS];
+static size_t table_bytes;
+
+static int active_phase = -1;	/* atomic */
+static uint32_t epoch = 1;	/* atomic; line states of another epoch are invalid */
+static GMutex lock;
+static GHashTable *hot;		/* key -> struct hot_line */
+static uint64_t windows[MAX_PHASES];
+static uint64_t bad_markers, unmatched_ends, nested_starts;
+
+static void plugin_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void plugin_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs("kloc-count: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+/* Markers: x86_64 nopl disp32(%rax), arm64 movz xzr, #imm16, lsl #48. */
+static bool marker_payload(struct qemu_plugin_insn *insn, uint32_t *payload)
+{
+	const uint8_t *b = qemu_plugin_insn_data(insn);
+	size_t n = qemu_plugin_insn_size(insn);
+	uint32_t w;
+
+	if (target[0] == 'x') {
+		uint32_t d;
+
+		if (n != 7 || b[0] != 0x0f || b[1] != 0x1f || b[2] != 0x80)
+			return false;
+		d = b[3] | b[4] << 8 | b[5] << 16 | (uint32_t)b[6] << 24;
+		if (d >> 16 != MARK_MAGIC)
+			return false;
+		*payload = d & 0xffff;
+		return true;
+	}
+	if (n != 4)
+		return false;
+	w = b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24;
+	if ((w & 0xffe0001fU) != 0xd2e0001fU)
+		return false;
+	*payload = (w >> 5) & 0xffff;
+	return true;
+}
+
+static void tb_exec(unsigned int vcpu_index, void *udata)
+{
+	struct vcpu *v = &vcpus[vcpu_index];
+	int p = __atomic_load_n(&active_phase, __ATOMIC_RELAXED);
+	uintptr_t u = (uintptr_t)udata;
+
+	if (!v->seen) {
+		v->thread = pthread_self();
+		v->seen = true;
+	}
+	v->tb_phase = p;
+	if (p < 0)
+		return;
+	if (u & 1)
+		v->ph[p].insns_kernel += u >> 1;
+	else
+		v->ph[p].insns_user += u >> 1;
+}
+
+static uint64_t *insns_of(struct vcpu *v, int phase, bool kernel)
+{
+	return kernel ? &v->ph[phase].insns_kernel : &v->ph[phase].insns_user;
+}
+
+/* Called under the lock; after: the instructions after the marker in its TB. */
+static void start_window(struct vcpu *v, int phase, uint64_t after, bool kernel)
+{
+	uint32_t e = __atomic_load_n(&epoch, __ATOMIC_RELAXED);
+
+	e = (e + 1) & 0xffffff;		/* every line starts invalid in every vCPU */
+	__atomic_store_n(&epoch, e ? e : 1, __ATOMIC_RELAXED);
+	windows[phase]++;
+	__atomic_store_n(&active_phase, phase, __ATOMIC_RELAXED);
+	if (v->tb_phase != phase) {
+		*insns_of(v, phase, kernel) += after;
+		v->tb_phase = phase;
+	}
+}
+
+static void end_window(struct vcpu *v, int phase, uint64_t after, bool kernel)
+{
+	uint64_t *insns = insns_of(v, phase, kernel);
+
+	__atomic_store_n(&active_phase, -1, __ATOMIC_RELAXED);
+	/* the TB was counted whole: take back the marker and what follows it */
+	if (v->tb_phase == phase && *insns >= after + 1)
+		*insns -= after + 1;
+	v->tb_phase = -1;
+}
+
+/*
+ * The marker's udata: payload (16 bits), instructions after it in its TB
+ * (bits 16..31), kernel TB (bit 32). The TB's exec callback counted the
+ * whole TB into the phase open when it began; the marker corrects that, so
+ * that a window counts the instructions strictly between its markers.
+ */
+static void marker_exec(unsigned int vcpu_index, void *udata)
+{
+	struct vcpu *v = &vcpus[vcpu_index];
+	uintptr_t u = (uintptr_t)udata;
+	unsigned int kind = (u >> 12) & 0xf, phase = u & 0xfff;
+	uint64_t after = (u >> 16) & 0xffff;
+	bool kernel = (u >> 32) & 1;
+
+	if ((kind != KIND_START && kind != KIND_END) || phase >= MAX_PHASES) {
+		g_mutex_lock(&lock);
+		bad_markers++;
+		g_mutex_unlock(&lock);
+		return;
+	}
+	g_mutex_lock(&lock);
+	if (kind == KIND_START) {
+		int open = __atomic_load_n(&active_phase, __ATOMIC_RELAXED);
+
+		if (open == (int)phase) {
+			nested_starts++;
+			g_mutex_unlock(&lock);
+			return;
+		}
+		if (open >= 0) {	/* a start inside another window ends that one */
+			nested_starts++;
+			end_window(v, open, after, kernel);
+		}
+		start_window(v, (int)phase, after, kernel);
+	} else if (__atomic_load_n(&active_phase, __ATOMIC_RELAXED) == (int)phase) {
+		end_window(v, (int)phase, after, kernel);
+	} else {
+		unmatched_ends++;
+	}
+	g_mutex_unlock(&lock);
+}
+
+static struct seg *seg_of(uint64_t raw)
+{
+	for (int i = 0; i < nsegs; i++)
+		if (raw >= segs[i].raw_lo && raw <= segs[i].raw_hi)
+			return &segs[i];
+	return NULL;
+}
+
+/* Space-saving: the heaviest PCs of a line survive; err bounds the overcount. */
+static struct pc_slot *pc_slot(struct hot_line *h, uint64_t pc, unsigned int vcpu_index)
+{
+	struct pc_slot *min = &h->pcs[0];
+
+	for (int i = 0; i < PC_SLOTS; i++) {
+		struct pc_slot *s = &h->pcs[i];
+
+		if (s->count && s->pc == pc) {
+			s->count++;
+			s->vcpus |= 1U << vcpu_index;
+			return s;
+		}
+		if (!s->count) {
+			s->pc = pc;
+			s->count = 1;
+			s->vcpus = 1U << vcpu_index;
+			return s;
+		}
+		if (s->count < min->count)
+			min = s;
+	}
+	min->pc = pc;
+	min->err = min->count;
+	min->count++;
+	min->hitm = min->inval = min->shared = 0;
+	min->vcpus = 1U << vcpu_index;
+	return min;
+}
+
+static void line_event(struct vcpu *v, int phase, uint64_t line_gpa, uint64_t vaddr,
+		       int node, unsigned int vcpu_index, enum event ev, uint64_t pc)
+{
+	uint64_t key = (line_gpa >> LINE_SHIFT) << 8 | (uint64_t)phase;
+	struct hot_line *h;
+	struct pc_slot *slot;
+
+	g_mutex_lock(&lock);
+	h = v->last_hot && v->last_key == key ? v->last_hot :
+	    g_hash_table_lookup(hot, &key);
+	if (!h) {
+		if (lines_held >= lines_max) {
+			lines_dropped++;
+			g_mutex_unlock(&lock);
+			return;
+		}
+		h = g_malloc0(sizeof(*h) + 3 * sizeof(uint64_t) * (size_t)nvcpus);
+		h->key = key;
+		h->paddr = line_gpa;
+		h->vaddr = vaddr;
+		h->node = node;
+		g_hash_table_insert(hot, &h->key, h);
+		lines_held++;
+	}
+	v->last_key = key;
+	v->last_hot = h;
+	h->per_vcpu[3 * vcpu_index + ev]++;
+	slot = pc_slot(h, pc, vcpu_index);
+	switch (ev) {
+	case HITM:
+		h->hitm++;
+		slot->hitm++;
+		break;
+	case INVAL:
+		h->inval++;
+		slot->inval++;
+		break;
+	case SHARED:
+		h->shared++;
+		slot->shared++;
+		break;
+	}
+	g_mutex_unlock(&lock);
+}
+
+/*
+ * One access of one vCPU to one line: the MESI-like step. A line's state is
+ * one 64-bit word, updated by compare-and-swap: bits 0..15 the vCPUs holding
+ * it (sharers), 16..31 the vCPUs that stored to it in this window (writers),
+ * 32..36 the vCPU holding it modified, plus one (0: none), 40..63 the window's
+ * epoch (another epoch: every cache is empty, no writers).
+ */
+static void line_access(struct vcpu *v, struct seg *s, uint64_t line_gpa, uint64_t vaddr,
+			int phase, unsigned int vcpu_index, bool store, uint64_t pc,
+			struct counts *c)
+{
+	uint64_t *word = &s->lines[(line_gpa - s->gpa) >> LINE_SHIFT];
+	uint64_t e = __atomic_load_n(&epoch, __ATOMIC_RELAXED);
+	uint64_t old = __atomic_load_n(word, __ATOMIC_RELAXED), new;
+	uint32_t me = 1U << vcpu_index;
+	bool transfer, shared;
+
+	do {
+		uint32_t sharers = 0, writers = 0;
+		unsigned int owner = 0;
+
+		if (old >> 40 == e) {
+			sharers = old & 0xffff;
+			writers = (old >> 16) & 0xffff;
+			owner = (old >> 32) & 0x1f;
+		}
+		shared = (writers & ~me) != 0;
+		if (store) {
+			transfer = (sharers & ~me) != 0;
+			sharers = me;
+			writers |= me;
+			owner = vcpu_index + 1;
+		} else if (owner && owner != vcpu_index + 1) {
+			transfer = true;
+			sharers |= me | 1U << (owner - 1);
+			owner = 0;
+		} else {
+			transfer = false;
+			sharers |= me;
+		}
+		new = sharers | (uint64_t)writers << 16 | (uint64_t)owner << 32 | e << 40;
+		if (new == old)
+			break;
+	} while (!__atomic_compare_exchange_n(word, &old, new, true, __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	vaddr &= ~((1ULL << LINE_SHIFT) - 1);
+	if (transfer) {
+		if (store)
+			c->inval++;
+		else
+			c->hitm++;
+		line_event(v, phase, line_gpa, vaddr, s->node, vcpu_index,
+			   store ? INVAL : HITM, pc);
+	}
+	if (shared) {
+		c->shared++;
+		line_event(v, phase, line_gpa, vaddr, s->node, vcpu_index, SHARED, pc);
+	}
+}
+
+static void vcpu_mem(unsigned int vcpu_index, qemu_plugin_meminfo_t info,
+		     uint64_t vaddr, void *udata)
+{
+	int p = __atomic_load_n(&active_phase, __ATOMIC_RELAXED);
+	struct vcpu *v;
+	struct counts *c;
+	struct qemu_plugin_hwaddr *hw;
+	bool store;
+	uint64_t raw, gpa, first, last;
+	unsigned int size;
+	struct seg *s;
+
+	if (p < 0)
+		return;
+	v = &vcpus[vcpu_index];
+	c = &v->ph[p];
+	store = qemu_plugin_mem_is_store(info);
+	if (store)
+		c->stores++;
+	else
+		c->loads++;
+	hw = qemu_plugin_get_hwaddr(info, vaddr);
+	if (!hw || qemu_plugin_hwaddr_is_io(hw)) {
+		c->io++;
+		return;
+	}
+	raw = qemu_plugin_hwaddr_phys_addr(hw);
+	s = seg_of(raw);
+	if (!s) {
+		c->unmapped++;
+		return;
+	}
+	gpa = s->gpa + (raw - s->raw_lo);
+	if (s->node == v->node)
+		c->local++;
+	else
+		c->remote++;
+	size = 1U << qemu_plugin_mem_size_shift(info);
+	first = gpa >> LINE_SHIFT;
+	last = (gpa + size - 1) >> LINE_SHIFT;
+	for (uint64_t l = first; l <= last; l++) {
+		uint64_t lg = l << LINE_SHIFT;
+
+		if (lg > s->gpa + (s->raw_hi - s->raw_lo))
+			break;	/* the rest is in another range: not modelled */
+		line_access(v, s, lg, vaddr + (lg > gpa ? lg - gpa : 0), p, vcpu_index,
+			    store, (uint64_t)(uintptr_t)udata, c);
+	}
+}
+
+static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+	size_t n = qemu_plugin_tb_n_insns(tb);
+	bool kernel = qemu_plugin_tb_vaddr(tb) >> 63;
+
+	(void)id;
+	qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_exec, QEMU_PLUGIN_CB_NO_REGS,
+					     (void *)(uintptr_t)(n << 1 | kernel));
+	for (size_t i = 0; i < n; i++) {
+		struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+		uint32_t payload;
+
+		if (marker_payload(insn, &payload)) {
+			uintptr_t u = payload | (uintptr_t)(n - 1 - i) << 16 |
+				      (uintptr_t)kernel << 32;
+
+			qemu_plugin_register_vcpu_insn_exec_cb(insn, marker_exec,
+							       QEMU_PLUGIN_CB_NO_REGS,
+							       (void *)u);
+		}
+		qemu_plugin_register_vcpu_mem_cb(insn, vcpu_mem, QEMU_PLUGIN_CB_NO_REGS,
+						 QEMU_PLUGIN_MEM_RW,
+						 (void *)(uintptr_t)qemu_plugin_insn_vaddr(insn));
+	}
+}
+
+/* Output */
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fprintf(f, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			fprintf(f, "\\u%04x", *s);
+		else
+			fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+static gint by_transfers(gconstpointer a, gconstpointer b)
+{
+	const struct hot_line *x = *(struct hot_line * const *)a;
+	const struct hot_line *y = *(struct hot_line * const *)b;
+	uint64_t tx = x->hitm + x->inval + x->shared, ty = y->hitm + y->inval + y->shared;
+
+	if (tx != ty)
+		return tx > ty ? -1 : 1;
+	return x->paddr < y->paddr ? -1 : x->paddr > y->paddr;
+}
+
+static gint by_count(gconstpointer a, gconstpointer b)
+{
+	const struct pc_slot *x = a, *y = b;
+
+	if (x->count != y->count)
+		return x->count > y->count ? -1 : 1;
+	return x->pc < y->pc ? -1 : x->pc > y->pc;
+}
+
+static void write_line(FILE *f, struct hot_line *h)
+{
+	struct pc_slot pcs[PC_SLOTS];
+	unsigned int shown = 0;
+	const char *sep = "";
+
+	fprintf(f, "{\"paddr\": \"0x%" PRIx64 "\", \"vaddr\": \"0x%" PRIx64
+		"\", \"node\": %d, \"hitm\": %" PRIu64 ", \"invalidations\": %" PRIu64
+		", \"shared\": %" PRIu64 ", \"vcpus\": [",
+		h->paddr, h->vaddr, h->node, h->hitm, h->inval, h->shared);
+	for (int i = 0; i < nvcpus; i++) {
+		uint64_t *pv = &h->per_vcpu[3 * i];
+
+		if (!pv[HITM] && !pv[INVAL] && !pv[SHARED])
+			continue;
+		fprintf(f, "%s{\"vcpu\": %d, \"hitm\": %" PRIu64 ", \"invalidations\": %"
+			PRIu64 ", \"shared\": %" PRIu64 "}", sep, i, pv[HITM], pv[INVAL],
+			pv[SHARED]);
+		sep = ", ";
+	}
+	fputs("], \"pcs\": [", f);
+	memcpy(pcs, h->pcs, sizeof(pcs));
+	qsort(pcs, PC_SLOTS, sizeof(pcs[0]), by_count);
+	sep = "";
+	for (int i = 0; i < PC_SLOTS && shown < pcs_n; i++) {
+		if (!pcs[i].count)
+			break;
+		fprintf(f, "%s{\"pc\": \"0x%" PRIx64 "\", \"events\": %" PRIu64
+			", \"overcount_max\": %" PRIu64 ", \"hitm\": %" PRIu64
+			", \"invalidations\": %" PRIu64 ", \"shared\": %" PRIu64
+			", \"vcpus\": [", sep, pcs[i].pc, pcs[i].count, pcs[i].err,
+			pcs[i].hitm, pcs[i].inval, pcs[i].shared);
+		for (int j = 0, first = 1; j < nvcpus; j++) {
+			if (pcs[i].vcpus & 1U << j) {
+				fprintf(f, first ? "%d" : ", %d", j);
+				first = 0;
+			}
+		}
+		fputs("]}", f);
+		sep = ", ";
+		shown++;
+	}
+	fputs("]}", f);
+}
+
+static void write_phase(FILE *f, int p)
+{
+	GPtrArray *lines = g_ptr_array_new();
+	GHashTableIter it;
+	gpointer k, val;
+	uint64_t phase_lines = 0;
+
+	g_hash_table_iter_init(&it, hot);
+	while (g_hash_table_iter_next(&it, &k, &val)) {
+		struct hot_line *h = val;
+
+		if ((h->key & 0xff) == (uint64_t)p) {
+			g_ptr_array_add(lines, h);
+			phase_lines++;
+		}
+	}
+	g_ptr_array_sort(lines, by_transfers);
+	fprintf(f, "{\"phase\": %d, \"windows\": %" PRIu64 ", \"contended_lines\": %"
+		PRIu64 ", \"vcpus\": [", p, windows[p], phase_lines);
+	for (int i = 0; i < nvcpus; i++) {
+		struct counts *c = &vcpus[i].ph[p];
+
+		fprintf(f, "%s{\"vcpu\": %d, \"node\": %d, \"insns_user\": %" PRIu64
+			", \"insns_kernel\": %" PRIu64 ", \"loads\": %" PRIu64
+			", \"stores\": %" PRIu64 ", \"local\": %" PRIu64 ", \"remote\": %"
+			PRIu64 ", \"io\": %" PRIu64 ", \"unmapped\": %" PRIu64
+			", \"hitm\": %" PRIu64 ", \"invalidations\": %" PRIu64
+			", \"shared\": %" PRIu64 "}",
+			i ? ", " : "", i, vcpus[i].node, c->insns_user, c->insns_kernel,
+			c->loads, c->stores, c->local, c->remote, c->io, c->unmapped,
+			c->hitm, c->inval, c->shared);
+	}
+	fputs("], \"lines\": [", f);
+	for (unsigned int i = 0; i < lines->len && i < top_n; i++) {
+		if (i)
+			fputs(", ", f);
+		write_line(f, g_ptr_array_index(lines, i));
+	}
+	fputs("]}", f);
+	g_ptr_array_free(lines, TRUE);
+}
+
+static int vcpu_threads(void)
+{
+	int n = 0;
+
+	for (int i = 0; i < nvcpus; i++) {
+		bool dup = false;
+
+		if (!vcpus[i].seen)
+			continue;
+		for (int j = 0; j < i; j++)
+			if (vcpus[j].seen && pthread_equal(vcpus[j].thread, vcpus[i].thread))
+				dup = true;
+		n += !dup;
+	}
+	return n;
+}
+
+static void write_json(FILE *f)
+{
+	int open = __atomic_load_n(&active_phase, __ATOMIC_RELAXED);
+	const char *sep = "";
+
+	fputs("{\"plugin\": \"kloc-count\", \"version\": ", f);
+	json_str(f, KLOC_COUNT_VERSION);
+	fputs(", \"qemu_header\": ", f);
+	json_str(f, KLOC_QEMU_HEADER);
+	fprintf(f, ", \"api\": {\"built\": %d, \"qemu_min\": %d, \"qemu_cur\": %d}",
+		QEMU_PLUGIN_VERSION, api_min, api_cur);
+	fputs(", \"target\": ", f);
+	json_str(f, target);
+	fprintf(f, ", \"vcpus\": %d, \"vcpu_threads\": %d, \"line_bytes\": %d"
+		", \"line_table_bytes\": %zu, \"segments\": [", nvcpus, vcpu_threads(),
+		1 << LINE_SHIFT, table_bytes);
+	for (int i = 0; i < nsegs; i++)
+		fprintf(f, "%s{\"raw\": [\"0x%" PRIx64 "\", \"0x%" PRIx64 "\"], \"gpa\": \"0x%"
+			PRIx64 "\", \"node\": %d}", i ? ", " : "", segs[i].raw_lo,
+			segs[i].raw_hi, segs[i].gpa, segs[i].node);
+	fprintf(f, "], \"markers\": {\"bad\": %" PRIu64 ", \"unmatched_ends\": %" PRIu64
+		", \"nested_starts\": %" PRIu64 "}, \"open_phase\": ", bad_markers,
+		unmatched_ends, nested_starts);
+	if (open >= 0)
+		fprintf(f, "%d", open);
+	else
+		fputs("null", f);
+	fprintf(f, ", \"lines_max\": %" PRIu64 ", \"lines_dropped\": %" PRIu64
+		", \"phases\": [", lines_max, lines_dropped);
+	for (int p = 0; p < MAX_PHASES; p++) {
+		if (!windows[p])
+			continue;
+		fputs(sep, f);
+		write_phase(f, p);
+		sep = ", ";
+	}
+	fputs("]}\n", f);
+}
+
+static void at_exit(qemu_plugin_id_t id, void *udata)
+{
+	(void)id;
+	(void)udata;
+	g_mutex_lock(&lock);
+	if (out_path) {
+		char *tmp = g_strdup_printf("%s.tmp%d", out_path, (int)getpid());
+		FILE *f = fopen(tmp, "w");
+
+		if (!f) {
+			plugin_err("cannot write %s: %s", tmp, strerror(errno));
+		} else {
+			write_json(f);
+			if (fclose(f) != 0)
+				plugin_err("writing %s failed: %s", tmp, strerror(errno));
+			else if (rename(tmp, out_path) != 0)
+				plugin_err("cannot rename %s to %s: %s", tmp, out_path,
+					   strerror(errno));
+		}
+		g_free(tmp);
+	} else {
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&buf, &len);
+
+		if (f) {
+			write_json(f);
+			fclose(f);
+			qemu_plugin_outs(buf);
+			free(buf);
+		}
+	}
+	g_mutex_unlock(&lock);
+}
+
+/* Arguments */
+
+static bool parse_u64(const char *s, uint64_t *v, const char **end)
+{
+	char *e;
+
+	errno = 0;
+	*v = g_ascii_strtoull(s, &e, 0);
+	if (errno || e == s)
+		return false;
+	*end = e;
+	return true;
+}
+
+/* "LO-HI:N" or, with single_ok, "LO:N". */
+static bool parse_range(const char *s, uint64_t *lo, uint64_t *hi, uint64_t *n,
+			bool single_ok)
+{
+	const char *e;
+
+	if (!parse_u64(s, lo, &e))
+		return false;
+	if (*e == '-') {
+		if (!parse_u64(e + 1, hi, &e))
+			return false;
+	} else if (single_ok) {
+		*hi = *lo;
+	} else {
+		return false;
+	}
+	if (*e != ':' || !parse_u64(e + 1, n, &e) || *e)
+		return false;
+	return *lo <= *hi;
+}
+
+static int parse_args(int argc, char **argv)
+{
+	for (int i = 0; i < argc; i++) {
+		char *eq = strchr(argv[i], '=');
+		const char *val, *e;
+		uint64_t lo, hi, n;
+
+		if (!eq) {
+			plugin_err("argument \"%s\" is not key=value", argv[i]);
+			return -1;
+		}
+		*eq = '\0';
+		val = eq + 1;
+		if (!strcmp(argv[i], "out")) {
+			out_path = g_strdup(val);
+		} else if (!strcmp(argv[i], "node")) {
+			/* node=N:LO-HI */
+			if (!parse_u64(val, &n, &e) || *e != ':' || n >= MAX_NODES ||
+			    !parse_u64(e + 1, &lo, &e) || *e != '-' ||
+			    !parse_u64(e + 1, &hi, &e) || *e || lo > hi ||
+			    nnoderanges >= MAX_SEGS) {
+				plugin_err("node=%s: want node=N:LO-HI (N < %d, at most %d ranges)",
+					   val, MAX_NODES, MAX_SEGS);
+				return -1;
+			}
+			noderange[nnoderanges].lo = lo;
+			noderange[nnoderanges].hi = hi;
+			noderange[nnoderanges++].node = (int)n;
+		} else if (!strcmp(argv[i], "cpus")) {
+			if (!parse_range(val, &lo, &hi, &n, true) || hi >= MAX_VCPUS ||
+			    n >= MAX_NODES) {
+				plugin_err("cpus=%s: want cpus=A-B:N or cpus=A:N (vCPUs below %d)",
+					   val, MAX_VCPUS);
+				return -1;
+			}
+			for (uint64_t c = lo; c <= hi; c++)
+				cpu_node[c] = (int)n;
+		} else if (!strcmp(argv[i], "ram")) {
+			if (!parse_range(val, &lo, &hi, &n, false) || nramargs >= MAX_SEGS) {
+				plugin_err("ram=%s: want ram=LO-HI:GPA (at most %d)", val, MAX_SEGS);
+				return -1;
+			}
+			ramarg[nramargs].lo = lo;
+			ramarg[nramargs].hi = hi;
+			ramarg[nramargs++].gpa = n;
+		} else if (!strcmp(argv[i], "top") || !strcmp(argv[i], "pcs") ||
+			   !strcmp(argv[i], "lines_max")) {
+			if (!parse_u64(val, &n, &e) || *e || n > UINT32_MAX) {
+				plugin_err("%s=%s: want a number", argv[i], val);
+				return -1;
+			}
+			if (!strcmp(argv[i], "top"))
+				top_n = (unsigned int)n;
+			else if (!strcmp(argv[i], "pcs"))
+				pcs_n = n < PC_SLOTS ? (unsigned int)n : PC_SLOTS;
+			else
+				lines_max = n;
+		} else {
+			plugin_err("unknown argument \"%s\"; known: out, node, cpus, ram, top, pcs, lines_max",
+				   argv[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int node_of_gpa(uint64_t gpa)
+{
+	for (int i = 0; i < nnoderanges; i++)
+		if (gpa >= noderange[i].lo && gpa <= noderange[i].hi)
+			return noderange[i].node;
+	return -1;
+}
+
+/* The RAM ranges, each in one node, with a line-state array each. */
+static int make_segments(void)
+{
+	if (!nnoderanges) {
+		plugin_err("no node= arguments: give the guest's RAM as node=N:LO-HI "
+			   "(tools/kloc/counting.py derives them from the QEMU options)");
+		return -1;
+	}
+	if (!nramargs) {	/* this QEMU reports guest-physical addresses */
+		for (int i = 0; i < nnoderanges; i++) {
+			ramarg[i].lo = noderange[i].lo;
+			ramarg[i].hi = noderange[i].hi;
+			ramarg[i].gpa = noderange[i].lo;
+		}
+		nramargs = nnoderanges;
+	}
+	for (int i = 0; i < nramargs; i++) {
+		struct seg *s = &segs[nsegs++];
+		uint64_t len = ramarg[i].hi - ramarg[i].lo + 1;
+		int node = node_of_gpa(ramarg[i].gpa);
+
+		if (node < 0 || node_of_gpa(ramarg[i].gpa + len - 1) != node) {
+			plugin_err("ram=0x%" PRIx64 "-0x%" PRIx64 ":0x%" PRIx64
+				   " is not inside one node= range", ramarg[i].lo, ramarg[i].hi,
+				   ramarg[i].gpa);
+			return -1;
+		}
+		s->raw_lo = ramarg[i].lo;
+		s->raw_hi = ramarg[i].hi;
+		s->gpa = ramarg[i].gpa;
+		s->node = node;
+		s->nlines = (size_t)((len + (1U << LINE_SHIFT) - 1) >> LINE_SHIFT);
+		/* Only the pages of states for lines the guest touches become resident. */
+		s->lines = mmap(NULL, s->nlines * sizeof(uint64_t), PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (s->lines == MAP_FAILED) {
+			plugin_err("cannot map %zu bytes of line states: %s",
+				   s->nlines * sizeof(uint64_t), strerror(errno));
+			return -1;
+		}
+		table_bytes += s->nlines * sizeof(uint64_t);
+	}
+	return 0;
+}
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info,
+					   int argc, char **argv)
+{
+	api_min = info->version.min;
+	api_cur = info->version.cur;
+	if (api_cur != QEMU_PLUGIN_VERSION || api_min > QEMU_PLUGIN_VERSION) {
+		plugin_err("built against QEMU plugin API %d (qemu-plugin.h of QEMU %s), but "
+			   "this QEMU offers API %d..%d: rebuild the plugin against this "
+			   "QEMU's own header (tools/qemu-plugin/get-header.sh, then make -C "
+			   "tools/qemu-plugin)", QEMU_PLUGIN_VERSION, KLOC_QEMU_HEADER,
+			   api_min, api_cur);
+		return -1;
+	}
+	if (!info->system_emulation) {
+		plugin_err("needs system emulation (qemu-system-*), not user mode");
+		return -1;
+	}
+	target = info->target_name;
+	if (strcmp(target, "x86_64") && strcmp(target, "aarch64")) {
+		plugin_err("target %s: markers are defined for x86_64 and aarch64 only", target);
+		return -1;
+	}
+	nvcpus = info->system.max_vcpus;
+	if (nvcpus > MAX_VCPUS) {
+		plugin_err("%d vCPUs: at most %d", nvcpus, MAX_VCPUS);
+		return -1;
+	}
+	for (int i = 0; i < MAX_VCPUS; i++)
+		cpu_node[i] = -1;
+	if (parse_args(argc, argv) || make_segments())
+		return -1;
+	for (int i = 0; i < nvcpus; i++) {
+		if (cpu_node[i] < 0) {
+			plugin_err("vCPU %d has no node: give cpus=A-B:N for every vCPU", i);
+			return -1;
+		}
+	}
+	vcpus = g_malloc0(sizeof(*vcpus) * (size_t)nvcpus);
+	for (int i = 0; i < nvcpus; i++) {
+		vcpus[i].node = cpu_node[i];
+		vcpus[i].tb_phase = -1;
+	}
+	hot = g_hash_table_new(g_int64_hash, g_int64_equal);
+	qemu_plugin_register_vcpu_tb_trans_cb(id, vcpu_tb_trans);
+	qemu_plugin_register_atexit_cb(id, at_exit, NULL);
+	return 0;
+}

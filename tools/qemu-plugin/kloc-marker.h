@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Window markers for the kloc-count QEMU plugin.
+ *
+ * kloc_mark_start(phase) and kloc_mark_end(phase) each execute one
+ * instruction that is an architectural no-op on real hardware and under
+ * QEMU without the plugin: on x86_64 a 7-byte NOP, nopl disp32(%rax)
+ * (0f 1f 80 <disp32>), which reads no memory; on arm64 a MOVZ to the zero
+ * register, movz xzr, #imm16, lsl #48, whose result is discarded. The
+ * payload (magic, start or end, phase) sits in disp32 and imm16; the plugin
+ * finds the markers when QEMU translates them, and counts between a start
+ * and the matching end. Markers are compiler barriers, so the measured code
+ * stays between them. On other architectures they compile to nothing.
+ *
+ * A phase known at compile time may be 0..4095 (KLOC_MARK_START_CONST());
+ * the functions take a run-time phase of 0..KLOC_MARK_PHASES - 1 and ignore
+ * any other.
+ */
+#ifndef KLOC_MARKER_H
+#define KLOC_MARKER_H
+
+#define KLOC_MARK_MAGIC		0x4b4cU	/* "KL", x86_64 disp32 bits 31..16 */
+#define KLOC_MARK_KIND_START	1U
+#define KLOC_MARK_KIND_END	2U
+#define KLOC_MARK_PHASES	16U
+#define KLOC_MARK_PAYLOAD(kind, phase)	(((kind) << 12) | ((phase) & 0xfffU))
+
+#if defined(__x86_64__)
+#define KLOC_MARK_CONST(kind, phase)					\
+	({								\
+		__asm__ __volatile__(".byte 0x0f, 0x1f, 0x80\n\t.long %c0"	\
+				     : : "i" ((KLOC_MARK_MAGIC << 16) |	\
+					      KLOC_MARK_PAYLOAD(kind, phase)) \
+				     : "memory");			\
+	})
+#elif defined(__aarch64__)
+#define KLOC_MARK_CONST(kind, phase)					\
+	({								\
+		__asm__ __volatile__(".inst 0xd2e0001f | (%c0 << 5)"	\
+				     : : "i" (KLOC_MARK_PAYLOAD(kind, phase)) \
+				     : "memory");			\
+	})
+#else
+#define KLOC_MARK_CONST(kind, phase)					\
+	do {								\
+		(void)(kind);						\
+		(void)(phase);						\
+	} while (0)
+#endif
+
+#define KLOC_MARK_START_CONST(phase)	KLOC_MARK_CONST(KLOC_MARK_KIND_START, phase)
+#define KLOC_MARK_END_CONST(phase)	KLOC_MARK_CONST(KLOC_MARK_KIND_END, phase)
+
+/* Start counting phase (0..15): one no-op instruction. */
+static inline void kloc_mark_start(unsigned int phase)
+{
+	switch (phase) {
+	case 0:
+		KLOC_MARK_START_CONST(0);
+		break;
+	case 1:
+		KLOC_MARK_START_CONST(1);
+		break;
+	case 2:
+		KLOC_MARK_START_CONST(2);
+		break;
+	case 3:
+		KLOC_MARK_START_CONST(3);
+		break;
+	case 4:
+		KLOC_MARK_START_CONST(4);
+		break;
+	case 5:
+		KLOC_MARK_START_CONST(5);
+		break;
+	case 6:
+		KLOC_MARK_START_CONST(6);
+		break;
+	case 7:
+		KLOC_MARK_START_CONST(7);
+		break;
+	case 8:
+		KLOC_MARK_START_CONST(8);
+		break;
+	case 9:
+		KLOC_MARK_START_CONST(9);
+		break;
+	case 10:
+		KLOC_MARK_START_CONST(10);
+		break;
+	case 11:
+		KLOC_MARK_START_CONST(11);
+		break;
+	case 12:
+		KLOC_MARK_START_CONST(12);
+		break;
+	case 13:
+		KLOC_MARK_START_CONST(13);
+		break;
+	case 14:
+		KLOC_MARK_START_CONST(14);
+		break;
+	case 15:
+		KLOC_MARK_START_CONST(15);
+		break;
+	default:
+		break;
+	}
+}
+
+/* End counting phase (0..15). */
+static inline void kloc_mark_end(unsigned int phase)
+{
+	switch (phase) {
+	case 0:
+		KLOC_MARK_END_CONST(0);
+		break;
+	case 1:
+		KLOC_MARK_END_CONST(1);
+		break;
+	case 2:
+		KLOC_MARK_END_CONST(2);
+		break;
+	case 3:
+		KLOC_MARK_END_CONST(3);
+		break;
+	case 4:
+		KLOC_MARK_END_CONST(4);
+		break;
+	case 5:
+		KLOC_MARK_END_CONST(5);
+		break;
+	case 6:
+		KLOC_MARK_END_CONST(6);
+		break;
+	case 7:
+		KLOC_MARK_END_CONST(7);
+		break;
+	case 8:
+		KLOC_MARK_END_CONST(8);
+		break;
+	case 9:
+		KLOC_MARK_END_CONST(9);
+		break;
+	case 10:
+		KLOC_MARK_END_CONST(10);
+		break;
+	case 11:
+		KLOC_MARK_END_CONST(11);
+		break;
+	case 12:
+		KLOC_MARK_END_CONST(12);
+		break;
+	case 13:
+		KLOC_MARK_END_CONST(13);
+		break;
+	case 14:
+		KLOC_MARK_END_CONST(14);
+		break;
+	case 15:
+		KLOC_MARK_END_CONST(15);
+		break;
+	default:
+		break;
+	}
+}
+
+#endif /* KLOC_MARKER_H */

@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * A guest program for the kloc-count plugin's tests, run as /init's test
+ * in a 2-node guest. Inside marked windows it does:
+ *
+ *   phase 1  on a CPU of node 1, sweep a buffer bound to node 0 (mbind)
+ *   phase 2  on the same CPU, sweep a buffer bound to node 1
+ *   phase 3  one thread per CPU (up to 4), each incrementing its own
+ *            counter, the counters 8 bytes apart (one cache line)
+ *   phase 4  the same, 64 bytes apart (a line each)
+ *   phase 5  a fixed arithmetic loop on CPU 0 (user instructions are exact)
+ *
+ * and writes what it did as one JSON line to the file given with -j.
+ * Static, no libnuma: mbind and get_mempolicy are raw syscalls.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../kloc-marker.h"
+
+#define MPOL_BIND 2
+#define MPOL_F_NODE 1
+#define MPOL_F_ADDR 2
+#define BUF_BYTES (1 << 20)
+#define MAX_THREADS 4
+
+static long iters = 200000;
+static int passes = 4;
+static uint64_t sink;
+
+static int pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+static int first_cpu_of_node(int node)
+{
+	char path[64];
+	FILE *f;
+	int cpu = -1;
+
+	snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/cpulist", node);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%d", &cpu) != 1)
+		cpu = -1;
+	fclose(f);
+	return cpu;
+}
+
+/* A buffer whose pages the kernel must take from node; faulted in here. */
+static uint64_t *bound_buffer(int node, int *got_node)
+{
+	unsigned long mask = 1UL << node;
+	uint64_t *b = mmap(NULL, BUF_BYTES, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int where = -1;
+
+	if (b == MAP_FAILED)
+		return NULL;
+	if (syscall(SYS_mbind, b, BUF_BYTES, MPOL_BIND, &mask, 8 * sizeof(mask), 0)) {
+		fprintf(stderr, "mbind to node %d: %s\n", node, strerror(errno));
+		return NULL;
+	}
+	memset(b, 1, BUF_BYTES);
+	if (syscall(SYS_get_mempolicy, &where, NULL, 0, b, MPOL_F_NODE | MPOL_F_ADDR))
+		where = -1;
+	*got_node = where;
+	return b;
+}
+
+static void sweep(uint64_t *b)
+{
+	for (int p = 0; p < passes; p++) {
+		for (size_t i = 0; i < BUF_BYTES / sizeof(*b); i++)
+			b[i] += i;
+		__asm__ __volatile__("" : : : "memory");
+	}
+	sink += b[1];
+}
+
+struct worker {
+	pthread_t thread;
+	volatile uint64_t *slot;
+	int cpu;
+};
+
+static atomic_int ready, go;
+
+static void *work(void *arg)
+{
+	struct worker *w = arg;
+
+	pin(w->cpu);
+	atomic_fetch_add(&ready, 1);
+	while (!atomic_load(&go))
+		sched_yield();
+	for (long i = 0; i < iters; i++)
+		(*w->slot)++;
+	return NULL;
+}
+
+/* Returns 0 when every counter reached iters. */
+static int contend(unsigned int phase, size_t stride, int nthreads)
+{
+	static uint64_t slots[MAX_THREADS * 8] __attribute__((aligned(64)));
+	struct worker w[MAX_THREADS];
+	int bad = 0;
+
+	memset(slots, 0, sizeof(slots));
+	atomic_store(&ready, 0);
+	atomic_store(&go, 0);
+	for (int i = 0; i < nthreads; i++) {
+		w[i].slot = &slots[i * stride / sizeof(uint64_t)];
+		w[i].cpu = i;
+		pthread_create(&w[i].thread, NULL, work, &w[i]);
+	}
+	while (atomic_load(&ready) < nthreads)
+		sched_yield();
+	kloc_mark_start(phase);
+	atomic_store(&go, 1);
+	for (int i = 0; i < nthreads; i++)
+		pthread_join(w[i].thread, NULL);
+	kloc_mark_end(phase);
+	for (int i = 0; i < nthreads; i++)
+		bad |= *w[i].slot != (uint64_t)iters;
+	return bad;
+}
+
+static uint64_t compute(long n)
+{
+	uint64_t x = 1;
+
+	for (long i = 0; i < n; i++) {
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+		__asm__ __volatile__("" : "+r" (x));
+	}
+	return x;
+}
+
+int main(int argc, char **argv)
+{
+	const char *json = NULL;
+	int opt, cpu1, remote_node = -1, local_node = -1, nthreads, bad_packed, bad_padded;
+	uint64_t *remote, *local;
+	FILE *f;
+
+	while ((opt = getopt(argc, argv, "n:p:j:")) != -1) {
+		switch (opt) {
+		case 'n':
+			iters = atol(optarg);
+			break;
+		case 'p':
+			passes = atoi(optarg);
+			break;
+		case 'j':
+			json = optarg;
+			break;
+		default:
+			fprintf(stderr, "usage: %s [-n iters] [-p passes] [-j file]\n", argv[0]);
+			return 2;
+		}
+	}
+	cpu1 = first_cpu_of_node(1);
+	if (cpu1 < 0) {
+		fprintf(stderr, "no node 1 in /sys/devices/system/node\n");
+		return 1;
+	}
+	if (pin(cpu1)) {
+		fprintf(stderr, "cannot run on CPU %d\n", cpu1);
+		return 1;
+	}
+	remote = bound_buffer(0, &remote_node);
+	local = bound_buffer(1, &local_node);
+	if (!remote || !local)
+		return 1;
+
+	kloc_mark_start(1);
+	sweep(remote);
+	kloc_mark_end(1);
+
+	kloc_mark_start(2);
+	sweep(local);
+	kloc_mark_end(2);
+
+	nthreads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (nthreads > MAX_THREADS)
+		nthreads = MAX_THREADS;
+	bad_packed = contend(3, 8, nthreads);
+	bad_padded = contend(4, 64, nthreads);
+
+	pin(0);
+	kloc_mark_start(5);
+	sink += compute(iters);
+	kloc_mark_end(5);
+
+	f = json ? fopen(json, "w") : stdout;
+	if (!f)
+		return 1;
+	fprintf(f, "{\"cpu\": %d, \"remote_buffer_node\": %d, \"local_buffer_node\": %d, "
+		"\"threads\": %d, \"iters\": %ld, \"passes\": %d, \"buffer_bytes\": %d, "
+		"\"counters_exact\": %s, \"sink\": %llu}\n", cpu1, remote_node, local_node,
+		nthreads, iters, passes, BUF_BYTES,
+		bad_packed || bad_padded ? "false" : "true", (unsigned long long)sink);
+	if (f != stdout)
+		fclose(f);
+	return bad_packed || bad_padded || remote_node != 0 || local_node != 1;
+}

@@ -1,0 +1,426 @@
+# SPDX-License-Identifier: GPL-2.0
+"""The kloc-count QEMU plugin: its build, markers, arguments, output, and a real boot.
+
+The build and boot tests need qemu-plugin.h of the installed QEMU
+(tools/qemu-plugin/get-header.sh fetches it from Debian's qemu source
+package); without it they are skipped, saying why. The boot test needs a
+built x86_64 guest kernel (make guest, or the guest make mutants builds),
+or KLOC_COUNT_GUEST=/path/to/bzImage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+import time
+import unittest
+from pathlib import Path
+
+from kloc import counting
+from kloc.guests import guest
+from kloc.paths import cache_dir
+from kloc.qemu import topology
+
+X86_TOPO = 'x86_64_2n'
+
+
+def plugin_or_skip(test: unittest.TestCase, cache: Path | None = None) -> counting.Plugin:
+    try:
+        counting.header_dir()
+    except counting.CountingError as e:
+        raise unittest.SkipTest(f'no qemu-plugin.h for the installed QEMU: {e}') from None
+    return counting.build_plugin(cache)
+
+
+def tool_or_skip(name: str) -> None:
+    if subprocess.run(['sh', '-c', f'command -v {name}'], capture_output=True).returncode:
+        raise unittest.SkipTest(f'{name} is not installed (make deps)')
+
+
+def qemu_cmd(name: str = X86_TOPO) -> list[str]:
+    topo = topology.get(name)
+    return [f'qemu-system-{topo.qemu_arch}', *topo.machine_args(), '-accel', 'tcg',
+            '-m', '1024', '-nographic']
+
+
+class Build(unittest.TestCase):
+    def test_builds_with_werror_and_exports_the_api(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            start = time.monotonic()
+            p = plugin_or_skip(self, Path(tmp))
+            secs = time.monotonic() - start
+            self.assertTrue(p.built)
+            self.assertEqual(p.api, 1)
+            syms = subprocess.run(['nm', '-D', '--defined-only', str(p.path)],
+                                  capture_output=True, text=True, check=True).stdout
+            self.assertRegex(syms, r'\bqemu_plugin_install\b')
+            self.assertRegex(syms, r'\bqemu_plugin_version\b')
+            self.assertNotRegex(syms, r'\bline_access\b')   # -fvisibility=hidden
+            again = counting.build_plugin(Path(tmp))
+            self.assertFalse(again.built)
+            self.assertEqual(again.path, p.path)
+            print(f'\nkloc-count built in {secs:.1f} s', end=' ')
+
+    def test_makefile_sets_werror(self) -> None:
+        mk = (counting.PLUGIN_DIR / 'Makefile').read_text()
+        self.assertIn('-Wall -Wextra -Werror', mk)
+
+    def test_header_matches_the_installed_qemu(self) -> None:
+        p = plugin_or_skip(self)
+        self.assertEqual(p.header_version, counting.installed_qemu_source())
+        counting.check_plugin_matches_qemu(p)
+        other = counting.Plugin(p.path, '1:6.2+dfsg-2', p.api, False)
+        with self.assertRaisesRegex(counting.CountingError,
+                                    r'built against qemu-plugin.h of QEMU 1:6.2.*build it again'):
+            counting.check_plugin_matches_qemu(other)
+
+    def test_get_header_is_fast_when_there(self) -> None:
+        plugin_or_skip(self)
+        start = time.monotonic()
+        out = subprocess.run([str(counting.GET_HEADER)], capture_output=True, text=True,
+                             check=True).stdout
+        self.assertLess(time.monotonic() - start, 5)
+        self.assertTrue((Path(out.strip()) / 'qemu-plugin.h').is_file())
+
+    def test_refuses_another_plugin_api(self) -> None:
+        """qemu_plugin_install() itself refuses a QEMU whose API is not the header's."""
+        p = plugin_or_skip(self)
+        host = r'''
+#include <dlfcn.h>
+#include <stdio.h>
+#include <qemu-plugin.h>
+int main(int argc, char **argv)
+{
+	void *h = dlopen(argv[1], RTLD_LAZY | RTLD_LOCAL);
+	int (*install)(qemu_plugin_id_t, const qemu_info_t *, int, char **);
+	qemu_info_t info = { .target_name = "x86_64", .version = { 0, 2 },
+			     .system_emulation = 1 };
+	char *args[] = { NULL };
+
+	(void)argc;
+	if (!h)
+		return 3;
+	*(void **)&install = dlsym(h, "qemu_plugin_install");
+	info.system.smp_vcpus = info.system.max_vcpus = 4;
+	return install(1, &info, 0, args) ? 1 : 0;
+}
+'''
+        with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp) / 'host.c'
+            src.write_text(host)
+            exe = Path(tmp) / 'host'
+            subprocess.run(['gcc', '-Wall', '-Werror', f'-I{counting.header_dir()}', '-o',
+                            str(exe), str(src), '-ldl'], check=True)
+            r = subprocess.run([str(exe), str(p.path)], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn('built against QEMU plugin API 1', r.stderr)
+        self.assertIn('this QEMU offers API 0..2', r.stderr)
+        self.assertIn('rebuild the plugin', r.stderr)
+
+    def test_qemu_refuses_bad_arguments_clearly(self) -> None:
+        p = plugin_or_skip(self)
+        tool_or_skip('qemu-system-x86_64')
+        cases: list[tuple[list[str], str]] = [
+            (['bogus=1'], 'unknown argument "bogus"'),
+            ([], 'no node= arguments'),
+            (['node=0:0x0-0x1fffffff', 'node=1:0x20000000-0x3fffffff', 'cpus=0-1:0'],
+             'vCPU 2 has no node'),
+            (['node=0:zero'], 'want node=N:LO-HI')]
+        for args, want in cases:
+            r = subprocess.run(qemu_cmd() + ['-plugin', ','.join([str(p.path)] + args)],
+                               capture_output=True, text=True, timeout=60,
+                               stdin=subprocess.DEVNULL)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn(want, r.stderr)
+
+
+class Marker(unittest.TestCase):
+    SRC = ('#include "kloc-marker.h"\n'
+           'void f(unsigned int p) { kloc_mark_start(p); kloc_mark_end(p); }\n'
+           'void g(void) { kloc_mark_start(1); KLOC_MARK_END_CONST(4095); }\n')
+
+    def compile(self, cc: str, opt: str) -> str:
+        tool_or_skip(cc)
+        with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp) / 'm.c'
+            src.write_text(self.SRC)
+            obj = Path(tmp) / 'm.o'
+            subprocess.run([cc, opt, '-std=gnu11', '-Wall', '-Wextra', '-Werror',
+                            f'-I{counting.PLUGIN_DIR}', '-c', '-o', str(obj), str(src)],
+                           check=True)
+            objdump = 'aarch64-linux-gnu-objdump' if cc.startswith('aarch64') else 'objdump'
+            return subprocess.run([objdump, '-d', str(obj)], capture_output=True, text=True,
+                                  check=True).stdout
+
+    def test_x86_64(self) -> None:
+        for opt in ('-O0', '-O2'):
+            dis = self.compile('gcc', opt)
+            # nopl 0x4b4c1001(%rax): start of phase 1; 0x4b4c2fff: end of phase 4095
+            self.assertIn('0f 1f 80 01 10 4c 4b', dis)
+            self.assertIn('0f 1f 80 ff 2f 4c 4b', dis)
+            self.assertGreaterEqual(dis.count('nopl   0x4b4c'), 2 * 16 + 1)
+
+    def test_arm64(self) -> None:
+        for opt in ('-O0', '-O2'):
+            dis = self.compile('aarch64-linux-gnu-gcc', opt)
+            # movz xzr, #0x1001, lsl #48 and #0x2fff, lsl #48
+            self.assertIn('d2e2003f', dis)
+            self.assertIn('d2e5ffff', dis)
+            markers = re.findall(r'\bd2e[0-9a-f]{3}[13579bdf]f\b', dis)
+            self.assertGreaterEqual(len(markers), 2 * 16 + 1)
+
+    def test_no_code_elsewhere(self) -> None:
+        tool_or_skip('gcc')
+        with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp) / 'm.c'
+            src.write_text('#undef __x86_64__\n' + self.SRC)
+            subprocess.run(['gcc', '-O2', '-Wall', '-Wextra', '-Werror', '-E',
+                            f'-I{counting.PLUGIN_DIR}', '-o', str(Path(tmp) / 'm.i'),
+                            str(src)], check=True)
+            self.assertNotIn('__asm__', (Path(tmp) / 'm.i').read_text())
+
+
+class Arguments(unittest.TestCase):
+    def test_x86_64_pc_from_zero(self) -> None:
+        args = counting.plugin_args(qemu_cmd(), (7, 2))
+        self.assertEqual(args, ['node=0:0x0-0x1fffffff', 'node=1:0x20000000-0x3fffffff',
+                                'cpus=0-1:0', 'cpus=2-3:1',
+                                'ram=0x0-0x1fffffff:0x0',
+                                'ram=0x40000000-0x5fffffff:0x20000000'])
+        self.assertEqual(counting.plugin_args(qemu_cmd(), (8, 2)), args[:4])
+
+    def test_arm64_virt_from_1g(self) -> None:
+        args = counting.plugin_args(qemu_cmd('arm64_2n_its1'), (7, 2))
+        self.assertEqual(args, ['node=0:0x40000000-0x5fffffff',
+                                'node=1:0x60000000-0x7fffffff', 'cpus=0-1:0', 'cpus=2-3:1',
+                                'ram=0x0-0x1fffffff:0x40000000',
+                                'ram=0x40000000-0x5fffffff:0x60000000'])
+
+    def test_backends_in_another_order(self) -> None:
+        cmd = ['qemu-system-x86_64', '-machine', 'pc', '-object',
+               'memory-backend-ram,id=b,size=256M', '-object',
+               'memory-backend-ram,id=a,size=1G', '-numa', 'node,nodeid=0,cpus=0,memdev=a',
+               '-numa', 'node,nodeid=1,cpus=1,cpus=3,memdev=b']
+        m = counting.memory_map(cmd)
+        self.assertEqual([(n.node, n.gpa, n.size, n.raw) for n in m.nodes],
+                         [(0, 0, 1 << 30, 256 << 20), (1, 1 << 30, 256 << 20, 1 << 30)])
+        self.assertIn('cpus=1:1', m.plugin_args(False))
+        self.assertIn('cpus=3:1', m.plugin_args(False))
+
+    def test_refusals(self) -> None:
+        with self.assertRaisesRegex(counting.CountingError, 'no -numa node'):
+            counting.memory_map(['qemu-system-x86_64', '-machine', 'pc', '-m', '1024'])
+        big = ['qemu-system-x86_64', '-machine', 'pc', '-object',
+               'memory-backend-ram,id=m0,size=4G', '-numa', 'node,nodeid=0,cpus=0,memdev=m0']
+        with self.assertRaisesRegex(counting.CountingError, 'up to 3072 MiB'):
+            counting.memory_map(big)
+        with self.assertRaisesRegex(counting.CountingError, 'TCG only'):
+            counting.counted_command(qemu_cmd()[:-4] + ['-accel', 'kvm', '-cpu', 'host'],
+                                     Path('/p.so'), Path('/o.json'), version=(7, 2))
+        with self.assertRaisesRegex(counting.CountingError, 'comma'):
+            counting.counted_command(qemu_cmd(), Path('/a,b.so'), Path('/o.json'),
+                                     version=(7, 2))
+
+    def test_counted_command(self) -> None:
+        cmd = qemu_cmd()
+        out = counting.counted_command(cmd, Path('/p.so'), Path('/o.json'), version=(7, 2))
+        self.assertNotIn('tcg', out[:-4])
+        self.assertEqual(out[-4:-2], ['-accel', 'tcg,thread=single'])
+        self.assertEqual(out[-2], '-plugin')
+        self.assertTrue(out[-1].startswith('/p.so,node=0:0x0-0x1fffffff,'))
+        self.assertTrue(out[-1].endswith(',out=/o.json'))
+        multi = counting.counted_command(cmd, Path('/p.so'), Path('/o.json'), 'multi',
+                                         version=(7, 2))
+        self.assertIn('tcg,thread=multi', multi)
+
+    def test_sizes(self) -> None:
+        self.assertEqual(counting.parse_size('512M'), 512 << 20)
+        self.assertEqual(counting.parse_size('1G'), 1 << 30)
+        self.assertEqual(counting.parse_size('4096'), 4096)
+        with self.assertRaises(counting.CountingError):
+            counting.parse_size('lots')
+
+
+OUTPUT = {
+    'plugin': 'kloc-count', 'version': '1.0', 'qemu_header': '1:7.2+dfsg-7+deb12u18',
+    'api': {'built': 1, 'qemu_min': 0, 'qemu_cur': 1}, 'target': 'x86_64', 'vcpus': 2,
+    'vcpu_threads': 1, 'line_bytes': 64, 'line_table_bytes': 16777216, 'segments': [],
+    'markers': {'bad': 0, 'unmatched_ends': 0, 'nested_starts': 0}, 'open_phase': None,
+    'lines_max': 100000, 'lines_dropped': 0,
+    'phases': [{'phase': 3, 'windows': 1, 'contended_lines': 1, 'vcpus': [
+        {'vcpu': 0, 'node': 0, 'insns_user': 10, 'insns_kernel': 5, 'loads': 4, 'stores': 2,
+         'local': 3, 'remote': 1, 'io': 1, 'unmapped': 1, 'hitm': 1, 'invalidations': 2,
+         'shared': 3},
+        {'vcpu': 1, 'node': 1, 'insns_user': 0, 'insns_kernel': 7, 'loads': 1, 'stores': 1,
+         'local': 0, 'remote': 2, 'io': 0, 'unmapped': 0, 'hitm': 0, 'invalidations': 1,
+         'shared': 1}],
+        'lines': [{'paddr': '0x1000040', 'vaddr': '0xffffffff81000040', 'node': 0,
+                   'hitm': 1, 'invalidations': 3, 'shared': 4,
+                   'vcpus': [{'vcpu': 0, 'hitm': 1, 'invalidations': 2, 'shared': 3},
+                             {'vcpu': 1, 'hitm': 0, 'invalidations': 1, 'shared': 1}],
+                   'pcs': [{'pc': '0xffffffff81000010', 'events': 8, 'overcount_max': 0,
+                            'hitm': 1, 'invalidations': 3, 'shared': 4, 'vcpus': [0, 1]}]}]}]}
+
+SYSTEM_MAP = '''\
+ffffffff81000000 T _text
+ffffffff81000000 T startup_64
+ffffffff81000010 T loopback_xmit
+ffffffff81000040 D blackhole_netdev
+ffffffff81000080 B lo_stats
+ffffffff81001000 B _end
+'''
+
+
+class Output(unittest.TestCase):
+    def test_parse(self) -> None:
+        c = counting.parse_counts(json.dumps(OUTPUT))
+        ph = c.phase(3)
+        self.assertEqual(ph.total('insns'), 22)
+        self.assertEqual(ph.vcpus[0].transfers, 3)
+        self.assertAlmostEqual(ph.remote_share, 0.5)
+        self.assertAlmostEqual(ph.vcpus[1].remote_share, 1.0)
+        self.assertEqual(ph.lines[0].transfers, 4)
+        self.assertEqual(ph.lines[0].pcs[0].vcpus, (0, 1))
+        with self.assertRaisesRegex(counting.CountingError, 'no window for phase 1'):
+            c.phase(1)
+        with self.assertRaisesRegex(counting.CountingError, 'cannot be read'):
+            counting.parse_counts('{"plugin": "kloc-count"}')
+
+    def test_missing_output(self) -> None:
+        with self.assertRaisesRegex(counting.CountingError, 'did not exit cleanly'):
+            counting.read_counts(Path('/nonexistent/counts.json'))
+
+    def test_symbols_and_table(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            p = Path(tmp) / 'System.map'
+            p.write_text(SYSTEM_MAP)
+            syms = counting.load_system_map(p)
+            self.assertEqual(syms.function(0xffffffff81000013), 'loopback_xmit+0x3')
+            self.assertEqual(syms.data_symbol(0xffffffff81000088), 'lo_stats+0x8')
+            self.assertEqual(syms.function(0x401000), '')
+            self.assertEqual(syms.image_vaddr(0x1000080, 'x86_64'), 0xffffffff81000080)
+            self.assertIsNone(syms.image_vaddr(0x9000000, 'x86_64'))
+            self.assertEqual(syms.image_vaddr(0x40200040, 'arm64'), 0xffffffff81000040)
+            table = counting.line_table(counting.parse_counts(json.dumps(OUTPUT)).phase(3),
+                                        syms)
+            self.assertIn('blackhole_netdev', table)
+            self.assertIn('loopback_xmit', table)
+            p.write_text('ffffffffffffffff B The real System.map is in the -dbg package\n')
+            with self.assertRaisesRegex(counting.CountingError, 'placeholder'):
+                counting.load_system_map(p)
+
+
+def find_guest_image() -> Path | None:
+    """A built x86_64 guest kernel: KLOC_COUNT_GUEST, else one in the cache."""
+    explicit = os.environ.get('KLOC_COUNT_GUEST')
+    if explicit:
+        return Path(explicit)
+    found = sorted(list(cache_dir().glob('trees/*/guest-x86_64-*/arch/x86/boot/bzImage'))
+                   + list(cache_dir().glob('mutants/*/guest-x86_64-*/arch/x86/boot/bzImage')),
+                   key=lambda p: p.stat().st_mtime, reverse=True)
+    return found[0] if found else None
+
+
+ITERS = 200000
+
+
+class Boot(unittest.TestCase):
+    """One boot of x86_64_2n with the plugin, running tests/kloc-locality.c."""
+
+    counts: counting.Counts
+    record: dict[str, object]
+    tmp: tempfile.TemporaryDirectory[str]
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        image = find_guest_image()
+        if image is None or not image.is_file():
+            raise unittest.SkipTest('no built x86_64 guest kernel (make guest builds one; or '
+                                    'set KLOC_COUNT_GUEST=/path/to/bzImage)')
+        for tool in ('qemu-system-x86_64', 'gcc', 'cpio'):
+            tool_or_skip(tool)
+        try:
+            counting.header_dir()
+        except counting.CountingError as e:
+            raise unittest.SkipTest(f'no qemu-plugin.h for the installed QEMU: {e}') from None
+        if not Path('/usr/lib/x86_64-linux-gnu/libc.a').exists():
+            raise unittest.SkipTest('no static libc (libc6-dev)')
+        plugin = counting.build_plugin()
+        cls.tmp = tempfile.TemporaryDirectory(prefix='kloc-counting-')
+        tmp = Path(cls.tmp.name)
+        prog = tmp / 'kloc-locality'
+        subprocess.run(['gcc', '-static', '-O2', '-Wall', '-Wextra', '-Werror', '-pthread',
+                        '-o', str(prog),
+                        str(counting.PLUGIN_DIR / 'tests' / 'kloc-locality.c')], check=True)
+        initrd = guest.initramfs(prog, ['-n', str(ITERS)], tmp / 'initrd.gz', 'x86_64')
+        topo = topology.get(X86_TOPO)
+        base = [f'qemu-system-{topo.qemu_arch}', *topo.machine_args(), '-accel', 'tcg',
+                '-m', '1024', '-kernel', str(image), '-initrd', str(initrd),
+                '-append', 'console=ttyS0 panic=-1 quiet', '-nographic', '-nodefaults',
+                '-serial', 'stdio', '-no-reboot']
+        out = tmp / 'counts.json'
+        cmd = counting.counted_command(base, plugin.path, out)
+        r = subprocess.run(cmd, capture_output=True, text=True, errors='replace',
+                           timeout=int(os.environ.get('TIMEOUT', '300')),
+                           stdin=subprocess.DEVNULL)
+        record, why = guest.parse_console(r.stdout + r.stderr)
+        if record is None or why:
+            raise AssertionError(f'the guest program failed: {why}\n'
+                                 f'{(r.stdout + r.stderr)[-3000:]}')
+        cls.record = record
+        cls.counts = counting.read_counts(out)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.tmp.cleanup()
+
+    def vcpu(self, phase: int, n: int) -> counting.VcpuCounts:
+        return self.counts.phase(phase).vcpus[n]
+
+    def test_windows(self) -> None:
+        c = self.counts
+        self.assertEqual(sorted(c.phases), [1, 2, 3, 4, 5])
+        self.assertEqual((c.bad_markers, c.unmatched_ends, c.nested_starts, c.open_phase),
+                         (0, 0, 0, None))
+        self.assertEqual(c.vcpu_threads, 1)   # thread=single: no concurrent callbacks
+        self.assertEqual(c.qemu_header, counting.installed_qemu_source())
+
+    def test_remote_node_share(self) -> None:
+        cpu = int(str(self.record['cpu']))
+        self.assertEqual(self.record['remote_buffer_node'], 0)
+        self.assertEqual(self.record['local_buffer_node'], 1)
+        remote, local = self.vcpu(1, cpu), self.vcpu(2, cpu)
+        self.assertEqual(remote.node, 1)
+        print(f'\nremote share on vCPU {cpu}: node-0 buffer {remote.remote_share:.2%}, '
+              f'node-1 buffer {local.remote_share:.2%}', end=' ')
+        self.assertGreater(remote.remote_share, 0.95)
+        self.assertLess(local.remote_share, 0.05)
+        # the sweep: 4 passes over 1 MiB of u64, a load and a store each
+        self.assertGreater(remote.loads, 4 * 131072)
+        self.assertGreater(remote.stores, 4 * 131072)
+
+    def test_false_sharing(self) -> None:
+        packed, padded = self.counts.phase(3), self.counts.phase(4)
+        print(f'\npacked: {packed.total("shared")} shared accesses, '
+              f'{packed.total("hitm")} hitm, {packed.total("invalidations")} invalidations; '
+              f'padded: {padded.total("shared")}, {padded.total("hitm")}, '
+              f'{padded.total("invalidations")}', end=' ')
+        self.assertTrue(self.record['counters_exact'])
+        self.assertGreaterEqual(packed.total('shared'), 10 * padded.total('shared'))
+        top = packed.lines[0]
+        self.assertEqual(top.vaddr >> 63, 0)   # the user counters' line
+        self.assertEqual(len(top.vcpus), 4)
+        self.assertGreaterEqual(top.shared, 3 * 2 * ITERS)
+
+    def test_user_instructions_are_exact(self) -> None:
+        v = self.vcpu(5, 0)
+        self.assertGreaterEqual(v.insns_user, 3 * ITERS)
+        self.assertLessEqual(v.insns_user, 10 * ITERS)
+        self.assertEqual(self.vcpu(1, 0).insns_user, 0)
+
+
+if __name__ == '__main__':
+    unittest.main()
