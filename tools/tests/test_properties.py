@@ -450,8 +450,9 @@ class PatchProperties(unittest.TestCase):
 # --- the series export, read back ------------------------------------------
 
 SAFE_TEXT = st.text(alphabet=st.characters(
-    whitelist_categories=('L', 'N', 'P', 'S', 'Zs'),
-    blacklist_characters='\x85\u2028\u2029\x1c\x1d\x1e\x0b\x0c\r\u00a0'), max_size=30)
+    whitelist_categories=('L', 'N', 'P', 'S', 'Zs', 'Zl', 'Zp'),
+    whitelist_characters='\x0b\x0c\r\x1c\x1d\x1e\x85',
+    blacklist_characters='\u00a0'), max_size=30)
 CONTENT = st.one_of(st.none(), st.lists(SAFE_TEXT, max_size=12).flatmap(
     lambda lines: st.sampled_from(['\n', '']).map(
         lambda end: ('\n'.join(lines) + (end if lines else '')).encode())))

@@ -13,6 +13,7 @@ import difflib
 import email.utils
 import errno
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -37,7 +38,10 @@ def author() -> str:
 def _lines(data: bytes | None) -> list[str]:
     if data is None:
         return []
-    return data.decode('utf-8', errors='surrogateescape').splitlines(keepends=True)
+    # Lines end at \n only, as for diff and patch: str.splitlines() would also
+    # break at \f, \v, \r, \x1c-\x1e, \x85, \u2028 and \u2029, and cut
+    # a line that holds one into a malformed hunk.
+    return re.findall(r'[^\n]*\n|[^\n]+$', data.decode('utf-8', errors='surrogateescape'))
 
 
 def file_diff(rel: str, before: bytes | None, after: bytes | None) -> str:
