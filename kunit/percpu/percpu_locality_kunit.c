@@ -15,11 +15,15 @@
 #include <linux/cache.h>
 #include <linux/completion.h>
 #include <linux/cpu.h>
+#include <linux/cpumask.h>
+#include <linux/jiffies.h>
 #include <linux/kthread.h>
 #include <linux/mm.h>
 #include <linux/netdevice.h>
 #include <linux/percpu.h>
 #include <linux/percpu_counter.h>
+#include <linux/sched.h>
+#include <linux/sched/task.h>
 #include <linux/slab.h>
 #include <net/net_namespace.h>
 
@@ -27,6 +31,8 @@
 
 #define PCPU_KUNIT_MAX_OBJS	256
 #define PCPU_KUNIT_COUNT	20000
+#define PCPU_KUNIT_WAIT_S	60	/* for the counting threads to finish */
+#define PCPU_KUNIT_STALL_MS	300	/* the wait for threads that stall */
 
 /*
  * The checkers. They are plain functions of addresses and node numbers,
@@ -454,27 +460,125 @@ static void pcpu_kunit_netdev_stats_apart_and_local(struct kunit *test)
 #endif
 }
 
+/*
+ * One counting run: a kthread bound to each online CPU adds
+ * PCPU_KUNIT_COUNT to the percpu_counter and to its CPU's copy of @hits.
+ */
 struct pcpu_kunit_counting {
 	struct percpu_counter counter;
 	u64 __percpu *hits;
-	atomic_t running;
-	struct completion done;
+	bool stall;		/* each thread waits to be stopped before it reports */
+	atomic_t running;	/* threads yet to report, and 1 while they start */
+	atomic_t live;		/* threads that may still touch this context */
+	struct completion done;	/* running reached 0 */
+	struct task_struct *task[NR_CPUS];	/* held from creation to kthread_stop() */
+	struct cpumask started;	/* the CPUs a thread was started on */
+	int never_ran;		/* threads stopped before they ran */
+	bool timed_out;		/* the threads did not all report in time */
+	s64 sum;		/* percpu_counter_sum() once all had exited */
 };
+
+/* Sleep until kthread_stop(), which sets the flag and wakes the thread. */
+static void pcpu_kunit_sleep_until_stopped(void)
+{
+	set_current_state(TASK_INTERRUPTIBLE);
+	while (!kthread_should_stop()) {
+		schedule();
+		set_current_state(TASK_INTERRUPTIBLE);
+	}
+	__set_current_state(TASK_RUNNING);
+}
 
 static int pcpu_kunit_count_fn(void *data)
 {
 	struct pcpu_kunit_counting *ctx = data;
+	bool stall = ctx->stall;
 	int i;
 
-	for (i = 0; i < PCPU_KUNIT_COUNT; i++) {
+	for (i = 0; i < PCPU_KUNIT_COUNT && !kthread_should_stop(); i++) {
 		percpu_counter_add(&ctx->counter, 1);
 		this_cpu_inc(*ctx->hits);
 		if (!(i & 1023))
 			cond_resched();
 	}
+	/* A stalled thread touches the context again only once stopped. */
+	if (stall)
+		pcpu_kunit_sleep_until_stopped();
 	if (atomic_dec_and_test(&ctx->running))
 		complete(&ctx->done);
-	return 0;
+	atomic_dec(&ctx->live);	/* the last access to ctx */
+	return 0;	/* so that -EINTR from kthread_stop() means it never ran */
+}
+
+/*
+ * Count from a kthread bound to each online CPU, and wait up to @timeout
+ * jiffies for all of them to report; with @stall, each waits to be
+ * stopped before it reports, so the wait times out. Whatever the wait's
+ * outcome, every thread has been stopped and has exited, and the counter
+ * has been destroyed, when this returns: nothing uses the context any
+ * more, and KUnit may free it at the end of the case.
+ */
+static struct pcpu_kunit_counting *pcpu_kunit_count(struct kunit *test, bool stall,
+						    unsigned long timeout)
+{
+	struct pcpu_kunit_counting *ctx;
+	int cpu;
+
+	ctx = kunit_kzalloc(test, sizeof(*ctx), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, ctx);
+	ctx->hits = alloc_percpu(u64);
+	KUNIT_ASSERT_TRUE(test, pcpu_kunit_keep(test, ctx->hits));
+	/* The last assertion: once a thread runs, the case must not end early. */
+	KUNIT_ASSERT_EQ(test, percpu_counter_init(&ctx->counter, 0, GFP_KERNEL), 0);
+	ctx->stall = stall;
+	init_completion(&ctx->done);
+	atomic_set(&ctx->running, 1);
+
+	cpus_read_lock();
+	for_each_online_cpu(cpu) {
+		struct task_struct *t = kthread_create_on_cpu(pcpu_kunit_count_fn, ctx, cpu,
+							      "kunit-pcpu/%u");
+
+		if (IS_ERR(t)) {
+			KUNIT_FAIL(test, "no kthread on CPU %d: %ld", cpu, PTR_ERR(t));
+			continue;
+		}
+		/* kthread_stop() needs the task even once the thread has exited. */
+		get_task_struct(t);
+		ctx->task[cpu] = t;
+		cpumask_set_cpu(cpu, &ctx->started);
+		atomic_inc(&ctx->running);
+		atomic_inc(&ctx->live);
+		wake_up_process(t);
+	}
+	cpus_read_unlock();
+	if (atomic_dec_and_test(&ctx->running))
+		complete(&ctx->done);
+	ctx->timed_out = !wait_for_completion_timeout(&ctx->done, timeout);
+
+	for_each_cpu(cpu, &ctx->started) {
+		if (kthread_stop(ctx->task[cpu]) == -EINTR) {
+			/* Stopped before it first ran: it will never report. */
+			ctx->never_ran++;
+			atomic_dec(&ctx->running);
+			atomic_dec(&ctx->live);
+		}
+		put_task_struct(ctx->task[cpu]);
+		ctx->task[cpu] = NULL;
+	}
+	ctx->sum = percpu_counter_sum(&ctx->counter);
+	percpu_counter_destroy(&ctx->counter);
+	return ctx;
+}
+
+/* Whether percpu_counter_destroy() has freed the counter's percpu part. */
+static bool pcpu_kunit_counter_destroyed(const struct percpu_counter *fbc)
+{
+#ifdef CONFIG_SMP
+	return !fbc->counters;
+#else
+	return true;	/* a UP counter has nothing to free */
+#endif
 }
 
 /* Concurrent adds from a kthread bound to every online CPU lose nothing. */
@@ -482,50 +586,55 @@ static void pcpu_kunit_counters_are_exact(struct kunit *test)
 {
 	struct pcpu_kunit_counting *ctx;
 	u64 total = 0;
-	int cpu, n = 0;
+	int cpu, n;
 
-	ctx = kunit_kzalloc(test, sizeof(*ctx), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, ctx);
-	ctx->hits = alloc_percpu(u64);
-	KUNIT_ASSERT_TRUE(test, pcpu_kunit_keep(test, ctx->hits));
-	KUNIT_ASSERT_EQ(test, percpu_counter_init(&ctx->counter, 0, GFP_KERNEL), 0);
-	init_completion(&ctx->done);
-
-	cpus_read_lock();
-	atomic_set(&ctx->running, num_online_cpus());
-	for_each_online_cpu(cpu) {
-		struct task_struct *t = kthread_run_on_cpu(pcpu_kunit_count_fn, ctx, cpu,
-							   "kunit-pcpu/%u");
-
-		if (IS_ERR(t)) {
-			if (atomic_dec_and_test(&ctx->running))
-				complete(&ctx->done);
-			KUNIT_FAIL(test, "no kthread on CPU %d: %ld", cpu, PTR_ERR(t));
-			continue;
-		}
-		n++;
-	}
-	cpus_read_unlock();
-	if (!wait_for_completion_timeout(&ctx->done, 60 * HZ)) {
-		/* The threads still use ctx: leave it, and say so. */
-		KUNIT_FAIL(test, "counting threads did not finish in 60 s");
+	ctx = pcpu_kunit_count(test, false, PCPU_KUNIT_WAIT_S * HZ);
+	if (ctx->timed_out) {
+		KUNIT_FAIL(test, "counting threads did not finish in %d s", PCPU_KUNIT_WAIT_S);
 		return;
 	}
 
+	n = cpumask_weight(&ctx->started);
 	for_each_possible_cpu(cpu) {
 		u64 v = *per_cpu_ptr(ctx->hits, cpu);
 
 		total += v;
-		if (cpu_online(cpu))
+		if (cpumask_test_cpu(cpu, &ctx->started))
 			KUNIT_EXPECT_EQ_MSG(test, v, (u64)PCPU_KUNIT_COUNT,
 					    "CPU %d counted %llu of its %d increments", cpu, v,
 					    PCPU_KUNIT_COUNT);
 	}
 	KUNIT_EXPECT_EQ(test, total, (u64)n * PCPU_KUNIT_COUNT);
-	KUNIT_EXPECT_EQ(test, percpu_counter_sum(&ctx->counter), (s64)n * PCPU_KUNIT_COUNT);
+	KUNIT_EXPECT_EQ(test, ctx->sum, (s64)n * PCPU_KUNIT_COUNT);
 	kunit_info(test, "%d CPUs x %d increments: this_cpu_inc total %llu, percpu_counter_sum %lld\n",
-		   n, PCPU_KUNIT_COUNT, total, percpu_counter_sum(&ctx->counter));
-	percpu_counter_destroy(&ctx->counter);
+		   n, PCPU_KUNIT_COUNT, total, ctx->sum);
+}
+
+/*
+ * Threads that do not report in time: with every thread stalled, the wait
+ * times out, and still no thread outlives the run, nor the counter.
+ */
+static void pcpu_kunit_counting_timeout_stops_threads(struct kunit *test)
+{
+	struct pcpu_kunit_counting *ctx;
+	int n, live;
+
+	ctx = pcpu_kunit_count(test, true, msecs_to_jiffies(PCPU_KUNIT_STALL_MS));
+	n = cpumask_weight(&ctx->started);
+	live = atomic_read(&ctx->live);
+	KUNIT_EXPECT_GT(test, n, 0);
+	KUNIT_EXPECT_TRUE_MSG(test, ctx->timed_out,
+			      "the wait for %d stalled threads did not time out", n);
+	KUNIT_EXPECT_EQ_MSG(test, live, 0, "%d of %d threads still run after the timeout",
+			    live, n);
+	KUNIT_EXPECT_EQ(test, atomic_read(&ctx->running), 0);
+	if (!pcpu_kunit_counter_destroyed(&ctx->counter)) {
+		KUNIT_FAIL(test, "the percpu_counter is still live after the timeout");
+		/* Not for KUnit to free while it is on the CPU hotplug list. */
+		percpu_counter_destroy(&ctx->counter);
+	}
+	kunit_info(test, "%d threads stalled past a %d ms wait: %d stopped before they ran, %d still live\n",
+		   n, PCPU_KUNIT_STALL_MS, ctx->never_ran, live);
 }
 
 static struct kunit_case pcpu_kunit_checker_cases[] = {
@@ -546,6 +655,7 @@ static struct kunit_case pcpu_kunit_locality_cases[] = {
 	KUNIT_CASE_PARAM(pcpu_kunit_copies_apart_and_local, pcpu_kunit_alloc_gen_params),
 	KUNIT_CASE(pcpu_kunit_netdev_stats_apart_and_local),
 	KUNIT_CASE(pcpu_kunit_counters_are_exact),
+	KUNIT_CASE(pcpu_kunit_counting_timeout_stops_threads),
 	{}
 };
 
