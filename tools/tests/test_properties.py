@@ -125,7 +125,7 @@ def shape(n: ktap.Result | Node) -> tuple[object, ...]:
     return (n.name, n.status, reason, tuple(shape(c) for c in n.children))
 
 
-KTAP_LIKE = [ktap._HEADER, ktap._SUBTEST, ktap._PLAN]
+KTAP_LIKE = [ktap.HEADER, ktap._SUBTEST, ktap._PLAN]
 KERNEL_WORDS = st.sampled_from(['ITS@0x0000000060910000:', 'allocated', '8192', 'Devices',
                                 '@60940000', '(flat,', 'esz', 'psz', '64K', 'CPU1:',
                                 'Booted', 'secondary', 'processor', 'Kernel', 'panic',

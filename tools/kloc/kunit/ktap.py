@@ -70,8 +70,10 @@ class Document:
         return c[Status.FAIL] == 0 and c[Status.CRASHED] == 0
 
 
-_TIMESTAMP = re.compile(r'^\[\s*\d+\.\d+\]\s?')
-_HEADER = re.compile(r'^(\s*)K?TAP version \d+')
+# The KTAP patterns, defined here only (the runner's extract_ktap uses them).
+TIMESTAMP = re.compile(r'^\[\s*\d+\.\d+\]\s?')
+HEADER = re.compile(r'^(\s*)K?TAP version \d+')
+
 _SUBTEST = re.compile(r'^(\s*)# Subtest: (.*)$')
 _PLAN = re.compile(r'^(\s*)1\.\.(\d{1,9})\s*$')    # a longer count is no plan
 _RESULT_START = re.compile(r'(\s*)(ok|not ok) (\d+)(.*)', re.DOTALL)
@@ -120,7 +122,7 @@ def _result(line: str) -> _Line | None:
 
 
 def _clean(line: str) -> str:
-    return _TIMESTAMP.sub('', line.rstrip('\r\n'))
+    return TIMESTAMP.sub('', line.rstrip('\r\n'))
 
 
 @dataclass
@@ -132,16 +134,16 @@ class _Open:
 
 def parse(text: str) -> Document:
     lines = [_clean(x) for x in text.splitlines()]
-    start = next((i for i, x in enumerate(lines) if _HEADER.match(x)), None)
+    start = next((i for i, x in enumerate(lines) if HEADER.match(x)), None)
     if start is None:
         return Document(False, [], None, lines[-40:])
     root = Result('(root)')
-    stack = [_Open(len(_HEADER.match(lines[start]).group(1)), root)]  # type: ignore[union-attr]
+    stack = [_Open(len(HEADER.match(lines[start]).group(1)), root)]  # type: ignore[union-attr]
     trailing: list[str] = []
     for line in lines[start + 1:]:
         top = stack[-1]
         deepest = len(stack) >= MAX_DEPTH
-        m = _HEADER.match(line)
+        m = HEADER.match(line)
         if m:
             indent = len(m.group(1))
             if indent > top.indent and not deepest:

@@ -156,9 +156,9 @@ def probe_kvm(job: Job, arch: str) -> None:
 
 def extract_ktap(console: str) -> str:
     """The KTAP part of a console log, without printk timestamps."""
-    lines = [re.sub(r'^\[\s*\d+\.\d+\]\s?', '', x) for x in console.splitlines()]
+    lines = [ktap.TIMESTAMP.sub('', x) for x in console.splitlines()]
     for i, line in enumerate(lines):
-        if re.match(r'\s*K?TAP version \d+', line):
+        if ktap.HEADER.match(line):
             return '\n'.join(lines[i:]) + '\n'
     return ''
 
