@@ -23,6 +23,8 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +46,7 @@ ARM_VIRT_RAM_BASE = 0x4000_0000
 # Where QEMU's arm64 loader puts an Image with text_offset 0 (RAM base + 2 MiB).
 ARM_VIRT_IMAGE_PHYS = ARM_VIRT_RAM_BASE + 0x20_0000
 X86_START_KERNEL_MAP = 0xffff_ffff_8000_0000
+LINE_BYTES = 64
 
 
 class CountingError(KlocError):
@@ -310,6 +313,46 @@ def counted_command(cmd: list[str], plugin: Path, out_json: Path, threads: str =
     return out + ['-accel', f'tcg,thread={threads}', '-plugin', spec]
 
 
+@dataclass(frozen=True)
+class BootResult:
+    output: str             # console and QEMU's stderr
+    returncode: int         # -9 when killed at the timeout
+    seconds: float
+    peak_rss_kib: int       # QEMU's peak resident memory (the plugin's is inside it)
+    timed_out: bool
+
+
+def boot(cmd: list[str], timeout: float) -> BootResult:
+    """Run QEMU to its exit (or kill it at the timeout); its output, time and peak RSS."""
+    start = time.monotonic()
+    try:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise CountingError(f'{cmd[0]} not found; run "make deps"') from None
+    chunks: list[bytes] = []
+    assert p.stdout is not None
+    out = p.stdout
+    reader = threading.Thread(target=lambda: chunks.append(out.read()), daemon=True)
+    reader.start()
+    killed = threading.Event()
+
+    def kill() -> None:
+        killed.set()
+        p.kill()
+    timer = threading.Timer(timeout, kill)
+    timer.start()
+    try:
+        _, status, usage = os.wait4(p.pid, 0)
+    finally:
+        timer.cancel()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    reader.join()
+    out.close()
+    return BootResult(b''.join(chunks).decode(errors='replace'), p.returncode,
+                      time.monotonic() - start, int(usage.ru_maxrss), killed.is_set())
+
+
 # Output
 
 @dataclass(frozen=True)
@@ -368,8 +411,8 @@ class LineVcpu:
 
 @dataclass(frozen=True)
 class Line:
-    paddr: int
-    vaddr: int            # line-aligned, of the first access that counted on it
+    paddr: int            # guest-physical, of the line
+    vaddr: int            # of the first access counted on the line (names its object)
     node: int
     hitm: int
     invalidations: int
@@ -501,7 +544,7 @@ class SymbolMap:
         self.text = [s for s in syms if s.kind in 'tTwW']
         self.data = [s for s in syms if s.kind in 'dDbBrRvV']
         self._text_keys = [s.addr for s in self.text]
-        self._data_keys = [s.addr for s in self.data]
+        self.data_keys = [s.addr for s in self.data]
         by_name = {s.name: s.addr for s in syms}
         self.start = by_name.get('_text', by_name.get('_stext', 0))
         self.end = by_name.get('_end', 0)
@@ -512,7 +555,14 @@ class SymbolMap:
         if i < 0:
             return ''
         s = syms[i]
-        return s.name if addr == s.addr else f'{s.name}+{addr - s.addr:#x}'
+        names = [s.name]   # aliases, and zero-size objects (lock keys) at one address
+        j = i - 1
+        while j >= 0 and syms[j].addr == s.addr:
+            if syms[j].name not in names:
+                names.insert(0, syms[j].name)
+            j -= 1
+        name = '|'.join(names)
+        return name if addr == s.addr else f'{name}+{addr - s.addr:#x}'
 
     def in_image(self, vaddr: int) -> bool:
         return self.start <= vaddr < self.end
@@ -523,7 +573,7 @@ class SymbolMap:
 
     def data_symbol(self, vaddr: int) -> str:
         """The static-data symbol at a kernel-image address, else ''."""
-        return self._find(self._data_keys, self.data, vaddr) if self.in_image(vaddr) else ''
+        return self._find(self.data_keys, self.data, vaddr) if self.in_image(vaddr) else ''
 
     def image_vaddr(self, paddr: int, arch: str, phys_offset: int | None = None) -> int | None:
         """The kernel-image virtual address of a guest-physical one, if it is in the image.
@@ -553,17 +603,33 @@ def load_system_map(path: Path) -> SymbolMap:
 
 
 def describe_line(line: Line, syms: SymbolMap | None, arch: str) -> str:
-    """Where a contended line is: its static symbol, or what kind of memory it is."""
+    """What a contended line holds: the static symbol its first counted access
+    touched, or what kind of memory it is."""
     if line.vaddr >> 63 == 0:
         return 'user'
     if syms is None:
         return ''
     if syms.in_image(line.vaddr):
         return syms.data_symbol(line.vaddr) or 'kernel image'
-    v = syms.image_vaddr(line.paddr, arch)
+    v = syms.image_vaddr(line.paddr + (line.vaddr & (LINE_BYTES - 1)), arch)
     if v is not None:
         return syms.data_symbol(v) or 'kernel image'
     return 'kernel, dynamic (direct map)'
+
+
+def line_symbols(line: Line, syms: SymbolMap, arch: str) -> list[str]:
+    """Every static symbol that starts in the line (false sharing: more than one)."""
+    base = line.vaddr & ~(LINE_BYTES - 1) if syms.in_image(line.vaddr) \
+        else syms.image_vaddr(line.paddr, arch)
+    if base is None:
+        return []
+    i = bisect.bisect_left(syms.data_keys, base)
+    out = []
+    while i < len(syms.data) and syms.data[i].addr < base + LINE_BYTES:
+        if syms.data[i].name not in out:
+            out.append(syms.data[i].name)
+        i += 1
+    return out
 
 
 def line_table(phase: Phase, syms: SymbolMap | None = None, arch: str = 'x86_64',
@@ -576,8 +642,13 @@ def line_table(phase: Phase, syms: SymbolMap | None = None, arch: str = 'x86_64'
             f'{"vcpus (hitm/inval/shared)":<30} data']
     for li in phase.lines[:top]:
         who = ' '.join(f'{c.vcpu}:{c.hitm}/{c.invalidations}/{c.shared}' for c in li.vcpus)
+        what = describe_line(li, syms, arch)
+        named = set(what.split('+')[0].split('|'))
+        others = [n for n in (line_symbols(li, syms, arch) if syms else []) if n not in named]
+        if others:
+            what += f' (line also: {", ".join(others[:3])}{", ..." if len(others) > 3 else ""})'
         rows.append(f'{li.paddr:>#12x} {li.node:>4} {li.hitm:>9} {li.invalidations:>9} '
-                    f'{li.shared:>9}  {who:<30} {describe_line(li, syms, arch)}')
+                    f'{li.shared:>9}  {who:<30} {what}')
         for pc in li.pcs[:pcs]:
             if pc.pc >> 63 == 0:
                 fn = '(user)'

@@ -100,7 +100,8 @@ struct pc_slot {
 
 struct hot_line {
 	uint64_t key;		/* (line number << 8) | phase: the table's key */
-	uint64_t paddr, vaddr;
+	uint64_t paddr;		/* of the line */
+	uint64_t vaddr;		/* of the first access counted on it */
 	int node;
 	uint64_t hitm, inval, shared;
 	struct pc_slot pcs[PC_SLOTS];
@@ -392,7 +393,6 @@ static void line_access(struct vcpu *v, struct seg *s, uint64_t line_gpa, uint64
 			break;
 	} while (!__atomic_compare_exchange_n(word, &old, new, true, __ATOMIC_RELAXED,
 					      __ATOMIC_RELAXED));
-	vaddr &= ~((1ULL << LINE_SHIFT) - 1);
 	if (transfer) {
 		if (store)
 			c->inval++;

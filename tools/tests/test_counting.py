@@ -10,6 +10,7 @@ or KLOC_COUNT_GUEST=/path/to/bzImage.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -269,6 +270,7 @@ ffffffff81000000 T _text
 ffffffff81000000 T startup_64
 ffffffff81000010 T loopback_xmit
 ffffffff81000040 D blackhole_netdev
+ffffffff81000060 d lo_lost_updates
 ffffffff81000080 B lo_stats
 ffffffff81001000 B _end
 '''
@@ -306,70 +308,102 @@ class Output(unittest.TestCase):
             self.assertEqual(syms.image_vaddr(0x40200040, 'arm64'), 0xffffffff81000040)
             table = counting.line_table(counting.parse_counts(json.dumps(OUTPUT)).phase(3),
                                         syms)
-            self.assertIn('blackhole_netdev', table)
+            self.assertIn('blackhole_netdev (line also: lo_lost_updates)', table)
             self.assertIn('loopback_xmit', table)
+            line = counting.parse_counts(json.dumps(OUTPUT)).phase(3).lines[0]
+            self.assertEqual(counting.line_symbols(line, syms, 'x86_64'),
+                             ['blackhole_netdev', 'lo_lost_updates'])
+            moved = dataclasses.replace(line, vaddr=0xffffffff81000064)
+            self.assertEqual(counting.describe_line(moved, syms, 'x86_64'),
+                             'lo_lost_updates+0x4')
             p.write_text('ffffffffffffffff B The real System.map is in the -dbg package\n')
             with self.assertRaisesRegex(counting.CountingError, 'placeholder'):
                 counting.load_system_map(p)
 
 
-def find_guest_image() -> Path | None:
-    """A built x86_64 guest kernel: KLOC_COUNT_GUEST, else one in the cache."""
-    explicit = os.environ.get('KLOC_COUNT_GUEST')
+class BootHelper(unittest.TestCase):
+    def test_output_status_and_timeout(self) -> None:
+        r = counting.boot(['sh', '-c', 'echo hi; echo err >&2; exit 3'], 10)
+        self.assertEqual((r.output, r.returncode, r.timed_out), ('hi\nerr\n', 3, False))
+        self.assertGreater(r.peak_rss_kib, 0)
+        r = counting.boot(['sleep', '30'], 0.3)
+        self.assertTrue(r.timed_out)
+        self.assertEqual(r.returncode, -9)
+        self.assertLess(r.seconds, 10)
+
+
+GUEST_ARCHES = {
+    # arch: (topology, image in the build dir, console, compiler, static libc, env override)
+    'x86_64': ('x86_64_2n', 'arch/x86/boot/bzImage', 'ttyS0', 'gcc',
+               '/usr/lib/x86_64-linux-gnu/libc.a', 'KLOC_COUNT_GUEST'),
+    'arm64': ('arm64_2n_its1', 'arch/arm64/boot/Image', 'ttyAMA0', 'aarch64-linux-gnu-gcc',
+              '/usr/aarch64-linux-gnu/lib/libc.a', 'KLOC_COUNT_GUEST_ARM64'),
+}
+
+
+def find_guest_image(arch: str) -> Path | None:
+    """A built guest kernel: $KLOC_COUNT_GUEST[_ARM64], else the newest one in the cache."""
+    _, image, _, _, _, env = GUEST_ARCHES[arch]
+    explicit = os.environ.get(env)
     if explicit:
         return Path(explicit)
-    found = sorted(list(cache_dir().glob('trees/*/guest-x86_64-*/arch/x86/boot/bzImage'))
-                   + list(cache_dir().glob('mutants/*/guest-x86_64-*/arch/x86/boot/bzImage')),
-                   key=lambda p: p.stat().st_mtime, reverse=True)
-    return found[0] if found else None
+    found = [p for pattern in (f'trees/*/guest-{arch}-*/{image}',
+                               f'mutants/*/guest-{arch}-*/{image}')
+             for p in cache_dir().glob(pattern)]
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
 
 
 ITERS = 200000
 
 
-class Boot(unittest.TestCase):
-    """One boot of x86_64_2n with the plugin, running tests/kloc-locality.c."""
+class _Boot(unittest.TestCase):
+    """One boot of a 2-node topology with the plugin, running tests/kloc-locality.c."""
 
+    ARCH = ''
     counts: counting.Counts
     record: dict[str, object]
     tmp: tempfile.TemporaryDirectory[str]
 
     @classmethod
     def setUpClass(cls) -> None:
-        image = find_guest_image()
+        topo_name, _, console, cc, libc, env = GUEST_ARCHES[cls.ARCH]
+        image = find_guest_image(cls.ARCH)
         if image is None or not image.is_file():
-            raise unittest.SkipTest('no built x86_64 guest kernel (make guest builds one; or '
-                                    'set KLOC_COUNT_GUEST=/path/to/bzImage)')
-        for tool in ('qemu-system-x86_64', 'gcc', 'cpio'):
+            raise unittest.SkipTest(f'no built {cls.ARCH} guest kernel (make guest ARCH='
+                                    f'{cls.ARCH} builds one; or set {env}=/path/to/image)')
+        topo = topology.get(topo_name)
+        for tool in (f'qemu-system-{topo.qemu_arch}', cc, 'cpio'):
             tool_or_skip(tool)
         try:
             counting.header_dir()
         except counting.CountingError as e:
             raise unittest.SkipTest(f'no qemu-plugin.h for the installed QEMU: {e}') from None
-        if not Path('/usr/lib/x86_64-linux-gnu/libc.a').exists():
-            raise unittest.SkipTest('no static libc (libc6-dev)')
+        if not Path(libc).exists():
+            raise unittest.SkipTest(f'no static libc for {cls.ARCH} ({libc}; make deps)')
         plugin = counting.build_plugin()
         cls.tmp = tempfile.TemporaryDirectory(prefix='kloc-counting-')
         tmp = Path(cls.tmp.name)
         prog = tmp / 'kloc-locality'
-        subprocess.run(['gcc', '-static', '-O2', '-Wall', '-Wextra', '-Werror', '-pthread',
+        subprocess.run([cc, '-static', '-O2', '-Wall', '-Wextra', '-Werror', '-pthread',
                         '-o', str(prog),
                         str(counting.PLUGIN_DIR / 'tests' / 'kloc-locality.c')], check=True)
-        initrd = guest.initramfs(prog, ['-n', str(ITERS)], tmp / 'initrd.gz', 'x86_64')
-        topo = topology.get(X86_TOPO)
+        try:
+            initrd = guest.initramfs(prog, ['-n', str(ITERS)], tmp / 'initrd.gz', cls.ARCH)
+        except guest.GuestError as e:
+            raise unittest.SkipTest(str(e)) from None
+        dtb = ['-dtb', str(topology.dtb(topo))] if cls.ARCH == 'arm64' else []
         base = [f'qemu-system-{topo.qemu_arch}', *topo.machine_args(), '-accel', 'tcg',
-                '-m', '1024', '-kernel', str(image), '-initrd', str(initrd),
-                '-append', 'console=ttyS0 panic=-1 quiet', '-nographic', '-nodefaults',
+                '-m', '1024', *dtb, '-kernel', str(image), '-initrd', str(initrd),
+                '-append', f'console={console} panic=-1 quiet', '-nographic', '-nodefaults',
                 '-serial', 'stdio', '-no-reboot']
         out = tmp / 'counts.json'
         cmd = counting.counted_command(base, plugin.path, out)
-        r = subprocess.run(cmd, capture_output=True, text=True, errors='replace',
-                           timeout=int(os.environ.get('TIMEOUT', '300')),
-                           stdin=subprocess.DEVNULL)
-        record, why = guest.parse_console(r.stdout + r.stderr)
+        r = counting.boot(cmd, timeout=int(os.environ.get('TIMEOUT', '300')))
+        record, why = guest.parse_console(r.output)
         if record is None or why:
-            raise AssertionError(f'the guest program failed: {why}\n'
-                                 f'{(r.stdout + r.stderr)[-3000:]}')
+            raise AssertionError(f'the guest program failed: {why}\n{r.output[-3000:]}')
+        print(f'\n{image}: counted boot {r.seconds:.1f} s, QEMU peak RSS '
+              f'{r.peak_rss_kib >> 10} MiB', end=' ')
         cls.record = record
         cls.counts = counting.read_counts(out)
 
@@ -420,6 +454,17 @@ class Boot(unittest.TestCase):
         self.assertGreaterEqual(v.insns_user, 3 * ITERS)
         self.assertLessEqual(v.insns_user, 10 * ITERS)
         self.assertEqual(self.vcpu(1, 0).insns_user, 0)
+
+
+class BootX86(_Boot):
+    ARCH = 'x86_64'
+
+
+class BootArm64(_Boot):
+    ARCH = 'arm64'
+
+
+del _Boot   # only its subclasses are tests
 
 
 if __name__ == '__main__':
