@@ -39,6 +39,9 @@ DEPS=(
 	"python3-git /usr/lib/python3/dist-packages/git"
 	"python3-scipy /usr/lib/python3/dist-packages/scipy"
 	"python3-hypothesis /usr/lib/python3/dist-packages/hypothesis"
+	"libglib2.0-dev /usr/include/glib-2.0/glib.h"
+	"pkg-config pkg-config"
+	"dpkg-dev dpkg-source"
 	"linux-source-6.12 /usr/src/linux-source-6.12.tar.xz"
 	"linux-source-6.1 /usr/src/linux-source-6.1.tar.xz"
 )
@@ -79,7 +82,15 @@ for entry in "${DEPS[@]}"; do
 	present "$probe" || missing+=("$pkg")
 done
 
+# The counting plugin builds against the qemu-plugin.h of the installed
+# QEMU, from Debian's qemu source package (a deb-src line, as root).
+plugin_header() {
+	[ "${1:-}" = --check-only ] || [ "$(id -u)" -ne 0 ] ||
+		"$(dirname "$0")/qemu-plugin/get-header.sh" --add-deb-src >/dev/null
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
+	plugin_header "${1:-}"
 	exit 0
 fi
 
@@ -100,3 +111,4 @@ echo "kloc: installing: ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q >&2
 apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+plugin_header "${1:-}"

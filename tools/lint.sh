@@ -30,6 +30,18 @@ shellcheck "${shells[@]}" || fail=1
 step "mypy --strict"
 (cd tools && mypy --strict --no-error-summary kloc tests) || fail=1
 
+step "the counting plugin: -Wall -Wextra -Werror build, and its marker header for x86_64 and arm64"
+mkdir -p "$OUT/lint"
+if ! make -s -C tools/qemu-plugin O="$PWD/$OUT/lint/qemu-plugin" >"$OUT/lint/qemu-plugin.log" 2>&1; then
+	cat "$OUT/lint/qemu-plugin.log"
+	fail=1
+fi
+for cc in gcc "$(kloc registry cross arm64)gcc"; do
+	echo '#include "kloc-marker.h"
+int main(void) { kloc_mark_start(1); kloc_mark_end(1); return 0; }' |
+		"$cc" -O2 -Wall -Wextra -Werror -Itools/qemu-plugin -x c -c -o /dev/null - || fail=1
+done
+
 for k in $KERNELS; do
 	tree=$(kloc tree --kernel "$k")
 	step "checkpatch --strict (Linux $k)"
@@ -40,7 +52,7 @@ for k in $KERNELS; do
 	# SPDX helper needs git and is skipped; every other check runs.
 	while IFS= read -r -d '' f; do
 		checkpatch "$tree" -f "$PWD/$f" || fail=1
-	done < <(find kunit selftests -name '*.[ch]' -print0)
+	done < <(find kunit selftests tools/qemu-plugin/kloc-marker.h -name '*.[ch]' -print0)
 	# checkpatch asks whether MAINTAINERS needs updating for every new
 	# file; answer it: each one must already have a maintainer.
 	for p in "$out"/patches/*/*.patch; do
