@@ -12,6 +12,7 @@ import time
 import unittest
 from pathlib import Path
 
+from kloc.paths import PACKAGE_ROOT
 from kloc.series import changes, install
 from kloc.trees import sources
 
@@ -104,6 +105,30 @@ class TreeCacheTest(unittest.TestCase):
         p.write_text(p.read_text().replace('Unable to get SGI status', 'No SGI status'))
         why = sources._tree_is_good(self.tree.path, '6.12', sources._stamp_for(self.tarball))
         self.assertEqual(why, '')
+
+    def test_an_edit_is_kept_not_blamed_on_the_cache(self) -> None:
+        """A developer's change to a cached tree is not damage: a truncation is."""
+        p = self.tree.path / 'mm/percpu.c'
+        p.write_bytes(p.read_bytes() + b'/* my change */\n')
+        inode = self.tree.path.stat().st_ino
+        tree = sources.debian_tree('6.12', self.cache)
+        self.assertEqual(tree.path.stat().st_ino, inode, 'an edit was extracted over')
+        self.assertTrue(p.read_bytes().endswith(b'/* my change */\n'))
+
+    def test_an_edit_that_drops_the_hooks_is_refused_not_reverted(self) -> None:
+        # make kunit KERNEL=6.12 after changing the installed driver where the
+        # hook is: the run must not quietly test the original driver.
+        install.install(self.tree.path, self.tree.version, SERIES)
+        mutant = PACKAGE_ROOT / 'kunit/its/mutants/6.12/numa-unaware-table.patch'
+        subprocess.run(['patch', '-p1', '-s', '-d', str(self.tree.path), '-i', str(mutant)],
+                       check=True)
+        edited = (self.tree.path / DRIVER).read_bytes()
+        tree = sources.debian_tree('6.12', self.cache)
+        self.assertEqual((tree.path / DRIVER).read_bytes(), edited)
+        with self.assertRaises(install.EditedFilesError) as cm:
+            install.install(tree.path, tree.version, SERIES)
+        self.assertIn(DRIVER, str(cm.exception))
+        self.assertEqual((tree.path / DRIVER).read_bytes(), edited)
 
     def test_leftovers_of_killed_extractions_are_removed(self) -> None:
         src = self.tree.path.parent

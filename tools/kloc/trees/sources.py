@@ -94,30 +94,69 @@ def _hashes(root: Path, files: list[str]) -> dict[str, str | None]:
             for rel in files}
 
 
+def _truncated(cur: bytes | None, expected: bytes | None) -> bool:
+    """Whether cur looks like expected cut short: missing, or a proper prefix of it."""
+    if expected is None:
+        return False
+    return cur is None or (len(cur) < len(expected) and expected.startswith(cur))
+
+
+def _from_tarball(kernel: str, files: list[str]) -> dict[str, bytes | None]:
+    """Some files as the tarball has them (one pass over it)."""
+    tarball = _tarball(kernel)
+    with tempfile.TemporaryDirectory(prefix='kloc-orig-') as tmp:
+        subprocess.run(['tar', '-xJf', str(tarball), '-C', tmp, '--strip-components=1',
+                        '--ignore-failed-read', *[f'linux-source-{kernel}/{f}' for f in files]],
+                       capture_output=True)
+        return {f: (Path(tmp) / f).read_bytes() if (Path(tmp) / f).is_file() else None
+                for f in files}
+
+
 def _damage(dest: Path, version: KernelVersion, want: dict[str, str | None]) -> list[str]:
-    """The checked files whose content is neither the tarball's nor the package's."""
+    """The checked files that are damaged: missing or cut short, or a saved original
+    that is not the tarball's.
+
+    A file that differs otherwise is somebody's edit, not damage: it is kept
+    (for the files the package manages, install decides whether it can stay),
+    and the run says so.
+    """
     try:
         m = install.read_manifest(dest)
     except install.InstallError:
         m = None
     managed = m.files if m else {}
-    bad = []
+    bad, differ = [], []
     for rel, h in sorted(want.items()):
         p = dest / rel
         cur = install.sha(p.read_bytes()) if p.is_file() else None
         r = managed.get(rel)
         if r is None:
             if cur != h:
-                bad.append(rel)
+                differ.append(rel)
             continue
         orig = dest / install.STATE_DIR / 'orig' / rel
         saved = install.sha(orig.read_bytes()) if orig.is_file() else None
         if saved != h:
             bad.append(f'{rel} (its saved original)')
-        elif cur != r.installed and cur != h and not install.carries_package(
-                rel, p.read_bytes() if p.is_file() else None, version,
-                changes.load_series()):
+        elif cur != r.installed and cur != h:
+            differ.append(rel)
+    if not differ:
+        return bad
+    originals = _from_tarball(version.series, differ)
+    planned: dict[str, bytes | None] = {}
+    if any(rel in managed for rel in differ):
+        try:
+            planned = dict(install.plan(dest, version, changes.load_series()).final)
+        except install.InstallError:
+            planned = {}
+    for rel in differ:
+        p = dest / rel
+        cur_data = p.read_bytes() if p.is_file() else None
+        if _truncated(cur_data, originals.get(rel)) or _truncated(cur_data, planned.get(rel)):
             bad.append(rel)
+        else:
+            progress.say(f'{dest / rel} differs from {_tarball(version.series).name}: an '
+                         'edit, not damage; it is kept')
     return bad
 
 
