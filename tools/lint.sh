@@ -32,7 +32,8 @@ step "mypy --strict"
 
 step "the counting plugin: -Wall -Wextra -Werror build, and its marker header for x86_64 and arm64"
 mkdir -p "$OUT/lint"
-if ! make -s -C tools/qemu-plugin O="$PWD/$OUT/lint/qemu-plugin" >"$OUT/lint/qemu-plugin.log" 2>&1; then
+if ! make -s -C tools/qemu-plugin O="$(realpath -m "$OUT")/lint/qemu-plugin" \
+	>"$OUT/lint/qemu-plugin.log" 2>&1; then
 	cat "$OUT/lint/qemu-plugin.log"
 	fail=1
 fi

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "../kselftest.h"
+#include "kloc-marker.h"
 
 #define PROG		"lo_counters"
 #define MAX_THREADS	1024
@@ -222,7 +223,14 @@ out:
  * stopped and joined before this returns, also when a later one did not
  * start: the workers read flags on this function's stack.
  */
-static void run_phase(const struct options *opt, struct phase *ph)
+/*
+ * The measured phases, as the kloc-count QEMU plugin sees them: each
+ * measuring window is marked with a no-op instruction (kloc-marker.h),
+ * so that a counted run counts the window only, not the warm-up.
+ */
+enum { PHASE_ONE_THREAD = 1, PHASE_ALL_CPUS = 2 };
+
+static void run_phase(const struct options *opt, struct phase *ph, unsigned int phase)
 {
 	bool measuring = false, stop = false;
 	double start, end;
@@ -249,8 +257,10 @@ static void run_phase(const struct options *opt, struct phase *ph)
 	if (!ph->create_err) {
 		sleep_until(now() + opt->warmup);
 		__atomic_store_n(&measuring, true, __ATOMIC_RELAXED);
+		kloc_mark_start(phase);
 		start = now();
 		sleep_until(start + opt->seconds);
+		kloc_mark_end(phase);
 		__atomic_store_n(&measuring, false, __ATOMIC_RELAXED);
 		end = now();
 		ph->secs = end - start;
@@ -504,9 +514,9 @@ static int measure(const struct options *opt, struct measurement *m)
 	if (lo_stats(&m->c0))
 		return -1;
 	m->one.n = 1;
-	run_phase(opt, &m->one);
+	run_phase(opt, &m->one, PHASE_ONE_THREAD);
 	m->all.n = opt->nr_cpus;
-	run_phase(opt, &m->all);
+	run_phase(opt, &m->all, PHASE_ALL_CPUS);
 	return lo_stats(&m->c1);
 }
 
@@ -634,14 +644,17 @@ static void write_json(FILE *json, const struct measurement *m, const struct opt
 		m->all.n, f->pps1, f->ppsn);
 	fprintf(json, "\"scaling_efficiency\": %.4f, \"sent\": %llu, ", f->eff,
 		(unsigned long long)f->sent);
+	fprintf(json, "\"measured_single\": %llu, \"seconds_single\": %.3f, ",
+		(unsigned long long)m->one.w[0].measured, m->one.secs);
 	fprintf(json, "\"lo_tx\": %llu, \"lo_rx\": %llu, \"lo_dropped\": %llu, ",
 		(unsigned long long)f->tx, (unsigned long long)f->rx,
 		(unsigned long long)f->dropped);
 	fprintf(json, "\"per_cpu\": [");
 	for (i = 0; i < m->all.n; i++) {
 		w = &m->all.w[i];
-		fprintf(json, "%s{\"cpu\": %d, \"node\": %d, \"pps\": %.0f}", i ? ", " : "",
-			w->cpu, w->node, rate(w->measured, m->all.secs));
+		fprintf(json, "%s{\"cpu\": %d, \"node\": %d, \"pps\": %.0f, \"measured\": %llu}",
+			i ? ", " : "", w->cpu, w->node, rate(w->measured, m->all.secs),
+			(unsigned long long)w->measured);
 	}
 	fprintf(json, "]}\n");
 	if (json != stdout)

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import tempfile
 import time
@@ -26,6 +27,7 @@ from kloc.bench import metrics
 from kloc.paths import PACKAGE_ROOT, cache_dir
 
 SOURCE = PACKAGE_ROOT / 'selftests' / 'lo_counters'
+MARKERS = PACKAGE_ROOT / 'tools' / 'qemu-plugin' / 'kloc-marker.h'
 RESULT = re.compile(r'^(not )?ok \d+ ', re.M)
 # The default run measures for 2 x (0.5 + 2) s: a refusal takes far less.
 FAST = 2.0
@@ -98,6 +100,7 @@ def setUpModule() -> None:
     build.mkdir()
     for name in ('Makefile', 'lo_counters.c'):
         shutil.copy2(SOURCE / name, build / name)
+    shutil.copy2(MARKERS, build / MARKERS.name)      # beside it, as in a kernel tree
     # CFLAGS on the command line, as kselftest-host.sh does: no warnings.
     r = subprocess.run(['make', '-s', '-C', str(build), f'KSFT_DIR={ksft}',
                         'CFLAGS=-O2 -Wall -Wextra -Werror'],
@@ -309,3 +312,29 @@ class Faults(unittest.TestCase):
     def sent(r: Run) -> str:
         m = re.search(r'exactly the (\d+) datagrams', r.stdout)
         return m.group(1) if m else '?'
+
+
+class Markers(unittest.TestCase):
+    """Each measuring window is marked for the counting plugin: one no-op each end."""
+
+    def test_both_phases_are_marked(self) -> None:
+        if os.uname().machine != 'x86_64':
+            self.skipTest('checks the x86_64 encoding')
+        code = Built.binary.read_bytes()
+        magic = 0x4b4c << 16
+        for phase in (1, 2):
+            for kind, what in ((1, 'start'), (2, 'end')):
+                nop = b'\x0f\x1f\x80' + struct.pack('<I', magic | kind << 12 | phase)
+                self.assertIn(nop, code, f'no {what} marker of phase {phase}')
+
+    def test_the_record_has_the_datagrams_of_each_window(self) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            out = Path(d) / 'r.json'
+            r = Run(['-d', '0.2', '-w', '0.05', '-t', '1', '-j', str(out)])
+            if r.rc == 4:
+                self.skipTest('no network namespace here')
+            self.assertEqual(r.rc, 0, str(r))
+            rec = json.loads(out.read_text())
+            self.assertGreater(rec['measured_single'], 0)
+            self.assertGreater(rec['seconds_single'], 0)
+            self.assertTrue(all(c['measured'] > 0 for c in rec['per_cpu']), rec)

@@ -33,6 +33,7 @@ from kloc.errors import KlocError
 
 CONFIGS = PACKAGE_ROOT / 'configs'
 SELFTEST = PACKAGE_ROOT / 'selftests' / 'lo_counters' / 'lo_counters.c'
+MARKER_DIR = PACKAGE_ROOT / 'tools' / 'qemu-plugin'     # kloc-marker.h
 BUSYBOX = Path('/bin/busybox')
 ALLOCATORS = ('slub', 'slab')
 SLAB_REMOVED = KernelVersion(6, 8)
@@ -136,7 +137,8 @@ def static_selftest(arch: str, ksft_dir: Path, out: Path) -> Path:
     tmp = binary.with_name(f'.{binary.name}.kloc-tmp')   # the binary appears whole or not
     try:
         subprocess.run([f'{cross}gcc', '-static', '-O2', '-Wall', '-iquote',
-                        str(ksft_dir / 'net'), '-o', str(tmp), str(SELFTEST), '-lpthread'],
+                        str(ksft_dir / 'net'), '-iquote', str(MARKER_DIR), '-o', str(tmp),
+                        str(SELFTEST), '-lpthread'],
                        check=True)
         tmp.replace(binary)
     finally:
