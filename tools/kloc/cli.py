@@ -183,7 +183,7 @@ def cmd_guest(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     tree = _tree(args)
     out = Path(args.out).resolve() / 'compare' / f'{tree.label}-{args.arch}-{args.a}-{args.b}'
-    opts = compare.Options(args.arch, args.topology or compare.default_topology(args.arch),
+    opts = compare.CompareOptions(args.arch, args.topology or compare.default_topology(args.arch),
                            args.a, args.b, args.runs, args.seconds, args.alpha, args.timeout,
                            out, args.mde)
     install_into(tree, args)
@@ -205,7 +205,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     name = f'aa-{args.tag}' if args.aa else \
         f'{Path(args.patch).stem[:40]}-{patch.sha256[:8] if patch else ""}'
     out = Path(args.out).resolve() / 'review' / name
-    opts = review.Options(names, args.bench_topology, args.runs, args.seconds, args.alpha,
+    opts = review.ReviewOptions(names, args.bench_topology, args.runs, args.seconds, args.alpha,
                           args.timeout, args.jobs, out, kunit=not args.no_kunit, aa=args.aa,
                           force=args.force, mde=args.mde)
     checked = review.check(tree, None if args.aa else patch, args.force)

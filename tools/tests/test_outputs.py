@@ -33,8 +33,8 @@ from kloc import atomicfile
 from kloc.bench import store
 from kloc.series import mail
 from kloc.errors import DiskFullError
-from kloc.series.install import Plan, Step
-from kloc.bench.store import ResultsError, Run
+from kloc.series.install import InstallPlan, Step
+from kloc.bench.store import ResultsError, BenchRun
 from kloc.series.changes import Change
 
 from .helpers import DATA
@@ -127,14 +127,14 @@ class Report(unittest.TestCase):
         self.assertIn('linux-6.12.58', (kout / 'summary.txt').read_text())
 
 
-def plan(n: int, size: int, tag: str) -> Plan:
+def plan(n: int, size: int, tag: str) -> InstallPlan:
     steps = []
     for i in range(n):
         rel = f'drivers/kloc/file{i}.c'
         after = ''.join(f'/* {tag} {i} line {j} */\n' for j in range(size // 24)).encode()
         steps.append(Step(Change(f'change{i}', f'kloc: change {i} of {tag}', f'Body {i}.\n',
                                  {}, ()), {rel: None}, {rel: after}))
-    return Plan({}, {}, steps)
+    return InstallPlan({}, {}, steps)
 
 
 class Patches(unittest.TestCase):
@@ -167,13 +167,13 @@ class StoreOnAFullDisk(unittest.TestCase):
         d = tmpfs(self)
         path = d / 'runs.jsonl'
         s = store.open_store(path, KEY)
-        s.append(Run('a', True, 5.1, {'pps_single': 8e4}))
-        s.append(Run('b', False, 60.0, None, 'the guest printed no result', 'Kernel panic'))
+        s.append(BenchRun('a', True, 5.1, {'pps_single': 8e4}))
+        s.append(BenchRun('b', False, 60.0, None, 'the guest printed no result', 'Kernel panic'))
         before = path.read_bytes()
         fill(d)
         with self.assertRaisesRegex(DiskFullError, f'{path}: disk full; this run was not '
                                     'recorded, the 2 before it are kept'):
-            s.append(Run('a', False, 9.0, None, 'panic', 'x' * 60000))
+            s.append(BenchRun('a', False, 9.0, None, 'panic', 'x' * 60000))
         self.assertEqual(path.read_bytes(), before)
         self.assertEqual(len(s.runs), 2)
         again = store.open_store(path, KEY)
@@ -190,7 +190,7 @@ class StoreOnAFullDisk(unittest.TestCase):
         d = tmpfs(self)
         path = d / 'runs.jsonl'
         s = store.open_store(path, KEY)
-        s.append(Run('a', True, 5.1, {'pps_single': 8e4}))
+        s.append(BenchRun('a', True, 5.1, {'pps_single': 8e4}))
         whole = path.read_bytes()
         with path.open('ab') as f:
             f.write(b'{"side": "b", "ok": tr')
@@ -217,7 +217,7 @@ class TornLine(unittest.TestCase):
             path = Path(t) / 'runs.jsonl'
             s = store.open_store(path, KEY)
             for i in range(20):
-                s.append(Run('a' if i % 2 else 'b', True, 5.0 + i, {'i': i}))
+                s.append(BenchRun('a' if i % 2 else 'b', True, 5.0 + i, {'i': i}))
             whole = path.read_bytes()
             with path.open('ab') as f:
                 f.write(b'{"side": "b", "ok": tr')
@@ -243,7 +243,7 @@ _JSON: st.SearchStrategy[Any] = st.recursive(
     max_leaves=12)
 
 _RUNS = st.builds(
-    Run, side=st.sampled_from(['a', 'b']), ok=st.booleans(), seconds=_finite(),
+    BenchRun, side=st.sampled_from(['a', 'b']), ok=st.booleans(), seconds=_finite(),
     record=st.none() | st.dictionaries(st.text(), _JSON, max_size=5), why=st.text(),
     console_tail=st.text(), console=st.text())
 
@@ -252,7 +252,7 @@ _KEYS = st.dictionaries(st.sampled_from(['tree', 'a', 'b', 'arch', 'qemu']),
                         max_size=4)
 
 
-def _line(run: Run) -> bytes:
+def _line(run: BenchRun) -> bytes:
     return (json.dumps(asdict(run), sort_keys=True) + '\n').encode()
 
 
@@ -264,9 +264,9 @@ def _head(key: object) -> bytes:
 # field of the wrong type or missing, any JSON value, any text, any bytes.
 _GARBAGE = st.one_of(
     _RUNS.map(_line),
-    st.tuples(_RUNS, st.sampled_from(list(asdict(Run('a', True, 0.0)))), _JSON).map(
+    st.tuples(_RUNS, st.sampled_from(list(asdict(BenchRun('a', True, 0.0)))), _JSON).map(
         lambda t: (json.dumps(dict(asdict(t[0]), **{t[1]: t[2]})) + '\n').encode()),
-    st.tuples(_RUNS, st.sampled_from(list(asdict(Run('a', True, 0.0))))).map(
+    st.tuples(_RUNS, st.sampled_from(list(asdict(BenchRun('a', True, 0.0))))).map(
         lambda t: (json.dumps({k: v for k, v in asdict(t[0]).items() if k != t[1]})
                    + '\n').encode()),
     _JSON.map(lambda v: (json.dumps(v) + '\n').encode()),
@@ -309,7 +309,7 @@ class Loader(unittest.TestCase):
 
     @SETTINGS
     @given(st.lists(_RUNS, max_size=5), _RUNS, st.data())
-    def test_a_partial_last_line_is_dropped(self, runs: list[Run], torn: Run,
+    def test_a_partial_last_line_is_dropped(self, runs: list[BenchRun], torn: BenchRun,
                                             data: st.DataObject) -> None:
         whole = _head(KEY) + b''.join(map(_line, runs))
         line = _line(torn)
@@ -323,7 +323,7 @@ class Loader(unittest.TestCase):
     @given(_KEYS, _KEYS, st.lists(_RUNS, max_size=3))
     def test_a_file_of_another_key_is_refused_and_kept(self, theirs: dict[str, str],
                                                        ours: dict[str, str],
-                                                       runs: list[Run]) -> None:
+                                                       runs: list[BenchRun]) -> None:
         store = self.load(_head(theirs) + b''.join(map(_line, runs)), ours)
         if theirs == ours:
             assert store is not None
@@ -334,7 +334,7 @@ class Loader(unittest.TestCase):
     @SETTINGS
     @given(_KEYS, st.lists(_RUNS, max_size=8))
     def test_what_the_store_writes_it_reads_back(self, key: dict[str, str],
-                                                 runs: list[Run]) -> None:
+                                                 runs: list[BenchRun]) -> None:
         self.path.unlink(missing_ok=True)
         s = store.open_store(self.path, key)
         for r in runs:

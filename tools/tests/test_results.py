@@ -11,7 +11,7 @@ import xml.dom.minidom
 from pathlib import Path
 
 from kloc.bench import metrics, plot, stats, store, tables
-from kloc.bench.store import Run
+from kloc.bench.store import BenchRun
 
 KEY = {'tree': 'linux-6.1 6.1.192', 'a': 'slub', 'b': 'slab'}
 
@@ -33,26 +33,26 @@ class Store(unittest.TestCase):
 
     def test_runs_survive_a_reopen(self) -> None:
         s = store.open_store(self.path, KEY)
-        s.append(Run('a', True, 5.1, record(8e4, 1.4e5)))
-        s.append(Run('b', False, 60.0, None, 'the guest printed no result', 'Kernel panic'))
+        s.append(BenchRun('a', True, 5.1, record(8e4, 1.4e5)))
+        s.append(BenchRun('b', False, 60.0, None, 'the guest printed no result', 'Kernel panic'))
         again = store.open_store(self.path, KEY)
         self.assertEqual(len(again.ok_runs('a')), 1)
         self.assertEqual(again.failed_runs('b')[0].why, 'the guest printed no result')
 
     def test_a_half_written_run_is_dropped_not_fatal(self) -> None:
         s = store.open_store(self.path, KEY)
-        s.append(Run('a', True, 5.1, record(8e4, 1.4e5)))
+        s.append(BenchRun('a', True, 5.1, record(8e4, 1.4e5)))
         with self.path.open('a') as f:
             f.write('{"side": "b", "ok": tr')     # the job was killed here
         again = store.open_store(self.path, KEY)
         self.assertEqual(len(again.runs), 1)
         self.assertTrue(self.path.read_text().endswith('\n'))
-        again.append(Run('b', True, 5.0, record(8e4, 1.4e5)))
+        again.append(BenchRun('b', True, 5.0, record(8e4, 1.4e5)))
         self.assertEqual(len(store.open_store(self.path, KEY).runs), 2)
 
     def test_another_comparison_is_refused_and_kept(self) -> None:
         s = store.open_store(self.path, KEY)
-        s.append(Run('a', True, 5.1, record(8e4, 1.4e5)))
+        s.append(BenchRun('a', True, 5.1, record(8e4, 1.4e5)))
         before = self.path.read_bytes()
         with self.assertRaisesRegex(store.ResultsError, "b: 'slab' in the file, 'slub' now"):
             store.open_store(self.path, dict(KEY, b='slub'))

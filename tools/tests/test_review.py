@@ -177,7 +177,7 @@ class ChecksBeforeWriting(unittest.TestCase):
                 (src / rel).write_bytes(data)
         self.base = Tree(src, real.version, 'kdir')
         self.cache = root / 'cache'
-        self.opts = review.Options(('arm64_2n_its1',), 'x86_64_2n', 2, 1.0, 0.05, 60, 1,
+        self.opts = review.ReviewOptions(('arm64_2n_its1',), 'x86_64_2n', 2, 1.0, 0.05, 60, 1,
                                    root / 'out')
 
     def tearDown(self) -> None:
@@ -270,7 +270,7 @@ class ChecksBeforeWriting(unittest.TestCase):
         tree, _ = review.patched_tree(self.base, patch_input.load(p), self.cache,
                                       checked.applied)
         self.assertIn('Unable to read the SGI status', (tree.path / rel).read_text())
-        o = review.Outcome(self.base, tree, patch_input.load(p), dirty=[rel])
+        o = review.ReviewOutcome(self.base, tree, patch_input.load(p), dirty=[rel])
         text = reporting.render(o, self.opts)
         self.assertIn('uncommitted edits', text)
         self.assertIn('irq-gic-v3-its.c', text)
@@ -312,7 +312,8 @@ class StatusChanges(unittest.TestCase):
             status_changes, totals = review.kunit_changes(Path(d) / 'base', Path(d) / 'patched')
         self.assertTrue(status_changes)
         self.assertTrue(all(c.base == 'PASS' and c.patched == 'FAIL' for c in status_changes))
-        self.assertTrue(any('its_kunit_probe_places_all_on_node' in c.case for c in status_changes))
+        self.assertTrue(any('its_kunit_probe_places_all_on_node' in c.case
+                            for c in status_changes))
         self.assertEqual(totals['base'].get('FAIL', 0), 0)
 
 
@@ -327,7 +328,7 @@ class Report(unittest.TestCase):
         diffs = metrics.compare([rec(1) for _ in range(10)], [rec(0.95) for _ in range(10)],
                                 0.05)
         base = Tree(Path('/t/linux-6.12/src'), debian_tree('6.12').version, 'debian')
-        o = review.Outcome(base, base, patch_input.load(SLOW), diffs=diffs,
+        o = review.ReviewOutcome(base, base, patch_input.load(SLOW), diffs=diffs,
                            kunit_changes=[review.StatusChange('arm64_2n_its1', 'a.b.c', 'PASS',
                                                         'FAIL')],
                            kunit_totals={'base': {'PASS': 3}, 'patched': {'PASS': 2,
@@ -336,7 +337,7 @@ class Report(unittest.TestCase):
                            qemu_command=['qemu-system-x86_64', '-machine', 'pc', '-kernel',
                                          '/very/long/path/arch/x86/boot/bzImage', '-initrd',
                                          '/x/initramfs.gz'] + ['-numa', 'node'] * 12)
-        opts = review.Options(('arm64_2n_its1', 'x86_64_2n'), 'x86_64_2n', 10, 2.0, 0.05,
+        opts = review.ReviewOptions(('arm64_2n_its1', 'x86_64_2n'), 'x86_64_2n', 10, 2.0, 0.05,
                               60, 2, Path('/nonexistent'))
         text = reporting.render(o, opts)
         self.assertTrue(all(len(line) < 72 for line in text.splitlines()), text)

@@ -21,7 +21,7 @@ from kloc.trees.sources import Tree
 
 
 @dataclass(frozen=True)
-class Options:
+class CompareOptions:
     arch: str
     topology: str
     a: str                 # allocator of side A
@@ -38,7 +38,7 @@ def default_topology(arch: str) -> str:
     return 'x86_64_2n' if arch == 'x86_64' else 'arm64_2n_its1'
 
 
-def prepare(tree: Tree, opts: Options) -> interleave.Plan:
+def prepare(tree: Tree, opts: CompareOptions) -> interleave.AbPlan:
     topo = topology.get(opts.topology)
     if topo.arch != opts.arch:
         raise topology.TopologyError(f'topology {topo.name} is {topo.arch}; pick an '
@@ -46,12 +46,13 @@ def prepare(tree: Tree, opts: Options) -> interleave.Plan:
     ga, gb = guest.Guest(tree, opts.arch, opts.a), guest.Guest(tree, opts.arch, opts.b)
     guest.check(ga)   # before any build: e.g. SLAB on 6.8+
     guest.check(gb)
-    return interleave.prepare((opts.a, ga), (opts.b, gb), topo, opts.seconds, opts.runs, opts.timeout,
+    return interleave.prepare((opts.a, ga), (opts.b, gb), topo, opts.seconds, opts.runs,
+                              opts.timeout,
                       opts.out, {'tree': f'{tree.label} {tree.version}', 'arch': opts.arch,
                                  'a': opts.a, 'b': opts.b}, ('config_a', 'config_b'))
 
 
-def run(tree: Tree, opts: Options) -> str:
+def run(tree: Tree, opts: CompareOptions) -> str:
     """Run (or resume) the comparison; write its files; return the table."""
     plan = prepare(tree, opts)
     progress.say(f'{opts.runs} runs a side, {opts.a} and {opts.b} interleaved, on '

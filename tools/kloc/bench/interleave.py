@@ -20,7 +20,7 @@ from pathlib import Path
 from kloc import progress
 from kloc.guests import guest
 from kloc.bench.metrics import extract
-from kloc.bench.store import Run, Store, open_store
+from kloc.bench.store import BenchRun, Store, open_store
 from kloc.qemu.topology import Topology
 from kloc.errors import KlocError
 
@@ -30,16 +30,16 @@ class AbError(KlocError):
 
 
 @dataclass(frozen=True)
-class Side:
+class AbSide:
     label: str
     guest: guest.Guest
     initrd: Path
 
 
 @dataclass(frozen=True)
-class Plan:
-    a: Side
-    b: Side
+class AbPlan:
+    a: AbSide
+    b: AbSide
     topology: Topology
     runs: int                 # good runs wanted per side
     timeout: int              # seconds one boot may take
@@ -60,7 +60,7 @@ def qemu_version(topo: Topology) -> str:
 
 def prepare(a: tuple[str, guest.Guest], b: tuple[str, guest.Guest], topo: Topology,
             seconds: float, runs: int, timeout: int, out: Path, key: dict[str, str],
-            config_keys: tuple[str, str]) -> Plan:
+            config_keys: tuple[str, str]) -> AbPlan:
     """Build both guests (once if they are one), the static selftest, and one
     initramfs for both sides. The key gets what every comparison depends on:
     the topology, the selftest and its options, QEMU, and each side's .config
@@ -79,7 +79,7 @@ def prepare(a: tuple[str, guest.Guest], b: tuple[str, guest.Guest], topo: Topolo
                 qemu=qemu_version(topo))
     full[config_keys[0]] = guest.config_digest(ga)
     full[config_keys[1]] = guest.config_digest(gb)
-    return Plan(Side(label_a, ga, initrd), Side(label_b, gb, initrd), topo, runs, timeout,
+    return AbPlan(AbSide(label_a, ga, initrd), AbSide(label_b, gb, initrd), topo, runs, timeout,
                 out, full)
 
 
@@ -94,7 +94,7 @@ def _brief(record: dict[str, object] | None) -> str:
             f'efficiency {f["scaling_efficiency"]:.3f}')
 
 
-def run(plan: Plan) -> Store:
+def run(plan: AbPlan) -> Store:
     if plan.runs < 2:
         raise AbError(f'{plan.runs} runs a side: a comparison needs at least 2 (10 or '
                       'more to be worth reading)')
@@ -116,7 +116,7 @@ def run(plan: Plan) -> Store:
         log = consoles / f'{n:03d}-{side.label}.log'
         start = time.monotonic()
         r = guest.run(side.guest, side.initrd, plan.topology, plan.timeout, log)
-        store.append(Run(s, r.ok, round(time.monotonic() - start, 2), r.record, r.why,
+        store.append(BenchRun(s, r.ok, round(time.monotonic() - start, 2), r.record, r.why,
                          '' if r.ok else r.console_tail, str(log)))
         done = sum(have.values()) + (1 if r.ok else 0)
         if r.ok:

@@ -71,7 +71,7 @@ def describe(name: str) -> Figure:
 
 
 @dataclass(frozen=True)
-class Side:
+class SideSummary:
     values: list[float]
     median: float
     ci: stats.Interval
@@ -81,8 +81,8 @@ class Side:
 @dataclass(frozen=True)
 class Difference:
     figure: Figure
-    a: Side
-    b: Side
+    a: SideSummary
+    b: SideSummary
     change_pct: float
     change_ci: stats.Interval
     u_test: stats.UTest
@@ -108,8 +108,8 @@ def verdict_words(d: Difference, b: str = 'B', words: tuple[str, str] | None = N
     return f'{b} {d.verdict}'
 
 
-def _side(xs: list[float]) -> Side:
-    return Side(xs, stats.median(xs), stats.median_ci(xs), stats.cv(xs))
+def _side(xs: list[float]) -> SideSummary:
+    return SideSummary(xs, stats.median(xs), stats.median_ci(xs), stats.cv(xs))
 
 
 def compare(a_records: list[dict[str, object]], b_records: list[dict[str, object]],

@@ -28,7 +28,7 @@ class ResultsError(KlocError):
 
 
 @dataclass
-class Run:
+class BenchRun:
     side: str                       # 'a' or 'b'
     ok: bool
     seconds: float
@@ -42,19 +42,19 @@ class Run:
 class Store:
     path: Path
     key: dict[str, str]
-    runs: list[Run] = field(default_factory=list)
+    runs: list[BenchRun] = field(default_factory=list)
 
-    def ok_runs(self, side: str) -> list[Run]:
+    def ok_runs(self, side: str) -> list[BenchRun]:
         return [r for r in self.runs if r.side == side and r.ok]
 
     def records(self, side: str, limit: int) -> list[dict[str, object]]:
         """The JSON records of the first limit good runs of a side."""
         return [r.record for r in self.ok_runs(side)[:limit] if r.record is not None]
 
-    def failed_runs(self, side: str) -> list[Run]:
+    def failed_runs(self, side: str) -> list[BenchRun]:
         return [r for r in self.runs if r.side == side and not r.ok]
 
-    def append(self, run: Run) -> None:
+    def append(self, run: BenchRun) -> None:
         """Add one run to the file, whole and on disk, or not at all."""
         line = (json.dumps(asdict(run), sort_keys=True) + '\n').encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
@@ -102,7 +102,7 @@ def _json(line: bytes) -> object:
         raise ValueError('nested too deeply') from None
 
 
-def _run(path: Path, n: int, line: bytes) -> Run:
+def _run(path: Path, n: int, line: bytes) -> BenchRun:
     try:
         d = _json(line)
         if not isinstance(d, dict):
@@ -115,7 +115,7 @@ def _run(path: Path, n: int, line: bytes) -> Run:
                 raise ValueError(f'{k} is {type(v).__name__}')
         if d.get('side') not in ('a', 'b'):
             raise ValueError(f'side {d.get("side")!r}')
-        return Run(**d)
+        return BenchRun(**d)
     except (TypeError, ValueError) as e:
         raise ResultsError(f'{path}:{n}: not a run record ({e}); the file was '
                            'edited by hand?') from None

@@ -10,7 +10,7 @@ from kloc.kunit.ktap import Document, Status
 
 
 @dataclass(frozen=True)
-class Run:
+class KunitRun:
     kernel: str      # e.g. linux-6.12.57
     topology: str    # e.g. arm64_2n_its1
     doc: Document
@@ -31,7 +31,7 @@ def _case(parent: ET.Element, classname: str, name: str, status: Status,
         ET.SubElement(tc, 'system-out').text = text
 
 
-def to_xml(runs: list[Run]) -> str:
+def to_xml(runs: list[KunitRun]) -> str:
     root = ET.Element('testsuites', name='kloc kunit')
     for run in runs:
         suite_name = f'{run.kernel}.{run.topology}'

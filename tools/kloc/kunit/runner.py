@@ -18,7 +18,7 @@ from kloc import progress
 from kloc.kunit import ktap, suites
 from kloc.qemu import arches, topology
 from kloc.atomicfile import write_text
-from kloc.kunit.junit import Run
+from kloc.kunit.junit import KunitRun
 from kloc.trees.sources import Tree
 from kloc.paths import QEMU_CONFIGS
 from kloc.procs import disk_full_hint, run_logged, tail
@@ -195,7 +195,7 @@ def check_topology(doc: ktap.Document, topo: topology.Topology) -> ktap.Result:
                        children=cases)
 
 
-def run_topology(job: Job, name: str) -> Run:
+def run_topology(job: Job, name: str) -> KunitRun:
     topo = topology.get(name)
     out = job.out_dir
     build_dir = job.build_dir(topo.arch)
@@ -224,22 +224,22 @@ def run_topology(job: Job, name: str) -> Run:
     return result
 
 
-def load_run(meta: Path) -> Run:
+def load_run(meta: Path) -> KunitRun:
     """A run recorded as <topology>.meta.json and <topology>.console."""
     m = json.loads(meta.read_text())
     console = meta.with_name(f'{m["topology"]}.console')
     doc = ktap.parse(console.read_text(errors='replace') if console.exists() else '')
     if doc.found:
         doc.suites.append(check_topology(doc, topology.get(m['topology'])))
-    return Run(m['kernel'], m['topology'], doc, float(m['seconds']))
+    return KunitRun(m['kernel'], m['topology'], doc, float(m['seconds']))
 
 
-def load_runs(kunit_out: Path) -> list[Run]:
+def load_runs(kunit_out: Path) -> list[KunitRun]:
     """Every run recorded under OUT/kunit/<kernel>/, for merging."""
     return [load_run(meta) for meta in sorted(kunit_out.glob('*/*.meta.json'))]
 
 
-def run(job: Job) -> list[Run]:
+def run(job: Job) -> list[KunitRun]:
     if job.out_dir.exists():
         shutil.rmtree(job.out_dir)
     job.out_dir.mkdir(parents=True)

@@ -3,17 +3,17 @@
 
 from __future__ import annotations
 
-from kloc.kunit.junit import Run
+from kloc.kunit.junit import KunitRun
 from kloc.kunit.ktap import Status
 
 MAX_LISTED = 15
 
 
-def ok(runs: list[Run]) -> bool:
+def ok(runs: list[KunitRun]) -> bool:
     return bool(runs) and all(r.doc.ok for r in runs)
 
 
-def render(runs: list[Run]) -> str:
+def render(runs: list[KunitRun]) -> str:
     lines = [f'{"kernel":<18} {"topology":<18} {"pass":>5} {"fail":>5} {"skip":>5} '
              f'{"crash":>5} {"time":>7}']
     bad: list[str] = []

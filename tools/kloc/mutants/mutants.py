@@ -49,7 +49,7 @@ class Mutant:
 
 
 @dataclass
-class Outcome:
+class MutantOutcome:
     name: str
     about: str
     verdict: str                # caught, missed, hung, passes, pristine-fails, ...
@@ -104,12 +104,12 @@ class _Runner:
         self.job = Job(scratch, out, (TOPOLOGY,), jobs, timeout, cache)
         self.initrd: Path | None = None
 
-    def kunit(self, name: str, about: str) -> Outcome:
+    def kunit(self, name: str, about: str) -> MutantOutcome:
         start = time.monotonic()
         try:
             build(self.job, 'arm64')
         except KunitError as e:  # a mutant that does not build is not a test result
-            return Outcome(name, about, 'does-not-build', [str(e).splitlines()[0]])
+            return MutantOutcome(name, about, 'does-not-build', [str(e).splitlines()[0]])
         result = run_topology(self.job, TOPOLOGY)
         for suffix in ('console', 'ktap', 'json', 'log', 'meta.json'):
             src = self.out / f'{TOPOLOGY}.{suffix}'
@@ -118,18 +118,18 @@ class _Runner:
         doc = result.doc
         secs = time.monotonic() - start
         if not doc.found:
-            return Outcome(name, about, 'hung', [], secs)
+            return MutantOutcome(name, about, 'hung', [], secs)
         failed = _failed_cases(doc)
-        return Outcome(name, about, 'caught' if failed else 'missed', failed, secs)
+        return MutantOutcome(name, about, 'caught' if failed else 'missed', failed, secs)
 
-    def guest(self, name: str, about: str) -> Outcome:
+    def guest(self, name: str, about: str) -> MutantOutcome:
         """The loopback kselftest in an x86_64 SLUB guest; its counter check must fail."""
         start = time.monotonic()
         g = guest.Guest(self.scratch, 'x86_64', 'slub')
         try:
             guest.build(g, self.out)
         except guest.GuestError as e:
-            return Outcome(name, about, 'does-not-build', [str(e).splitlines()[0]])
+            return MutantOutcome(name, about, 'does-not-build', [str(e).splitlines()[0]])
         if self.initrd is None:
             binary = guest.static_selftest('x86_64', self.scratch.path /
                                            'tools/testing/selftests', self.out)
@@ -139,21 +139,21 @@ class _Runner:
                       self.out / f'{name}.console')
         secs = time.monotonic() - start
         if r.ok:
-            return Outcome(name, about, 'missed', [], secs)
+            return MutantOutcome(name, about, 'missed', [], secs)
         rec = r.record or {}
         sent, tx, rx = rec.get('sent'), rec.get('lo_tx'), rec.get('lo_rx')
         dropped = rec.get('lo_dropped', 0)
         if not all(isinstance(v, int) for v in (sent, tx, rx, dropped)):
-            return Outcome(name, about, 'hung', [r.why], secs)
+            return MutantOutcome(name, about, 'hung', [r.why], secs)
         assert isinstance(tx, int) and isinstance(dropped, int)
         if tx + dropped != sent or rx != tx:
-            return Outcome(name, about, 'caught',
+            return MutantOutcome(name, about, 'caught',
                            [f'lo_counters: lo counted tx {tx} rx {rx} dropped {dropped} '
                             f'of {sent} sent'], secs)
-        return Outcome(name, about, 'failed-otherwise', [r.why], secs)
+        return MutantOutcome(name, about, 'failed-otherwise', [r.why], secs)
 
 
-def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[Outcome]:
+def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[MutantOutcome]:
     # The mutants are written against the current series: the caller installs it.
     mutants = load(tree.version)
     scratch = scratch_copy(tree, cache)
@@ -161,7 +161,7 @@ def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[Out
         shutil.rmtree(out)
     out.mkdir(parents=True)
     runner = _Runner(scratch, cache, out, jobs, timeout)
-    outcomes: list[Outcome] = []
+    outcomes: list[MutantOutcome] = []
 
     originals: Contents = {}
     for m in mutants:
@@ -193,7 +193,7 @@ def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[Out
     return outcomes
 
 
-def render(outcomes: list[Outcome]) -> str:
+def render(outcomes: list[MutantOutcome]) -> str:
     lines = [f'{"mutant":<30} {"verdict":<14} caught by']
     for o in outcomes:
         cases = ', '.join(c.rsplit('.', 2)[-2] + '.' + c.rsplit('.', 1)[-1]
@@ -203,6 +203,6 @@ def render(outcomes: list[Outcome]) -> str:
     return '\n'.join(lines) + '\n'
 
 
-def ok(outcomes: list[Outcome]) -> bool:
+def ok(outcomes: list[MutantOutcome]) -> bool:
     return bool(outcomes) and all(
         o.verdict == ('passes' if o.pristine else 'caught') for o in outcomes)

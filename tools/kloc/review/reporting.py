@@ -11,7 +11,7 @@ from kloc.bench import tables
 from kloc.guests import guest
 from kloc.qemu import topology
 from kloc.bench.metrics import Difference, verdict_words
-from kloc.review.review import ALLOCATOR, NO_KTAP, Options, Outcome, Statuses
+from kloc.review.review import ALLOCATOR, NO_KTAP, ReviewOptions, ReviewOutcome, Statuses
 
 WIDTH = 72
 ORIGIN = 'kloc'
@@ -51,7 +51,7 @@ def overall(diffs: list[Difference], changes: int) -> str:
     return ', '.join(parts)
 
 
-def render(o: Outcome, opts: Options) -> str:
+def render(o: ReviewOutcome, opts: ReviewOptions) -> str:
     subject = 'A/A: the base kernel against itself' if opts.aa or not o.patch \
         else o.patch.subject
     topo_name = opts.bench_topology
@@ -114,7 +114,7 @@ def _test_path(*parts: str) -> str:
     return '.'.join(re.sub(r'[^a-zA-Z0-9_-]+', '_', p).strip('_') for p in parts)
 
 
-def kcidb(o: Outcome, opts: Options) -> dict[str, object]:
+def kcidb(o: ReviewOutcome, opts: ReviewOptions) -> dict[str, object]:
     """A KCIDB v4.3 submission; figures, which it has no field for, under misc."""
     patch_hash = hashlib.sha256(((o.patch.sha256 if o.patch else '') + '\n').encode()) \
         .hexdigest() if o.patch and not opts.aa else ''
@@ -179,7 +179,7 @@ def _kunit_tests(statuses: Statuses, build_id: str, arch: str) -> list[dict[str,
     return out
 
 
-def to_json(o: Outcome, opts: Options) -> dict[str, object]:
+def to_json(o: ReviewOutcome, opts: ReviewOptions) -> dict[str, object]:
     return {
         'patch': None if not o.patch or opts.aa else {
             'file': str(o.patch.path), 'subject': o.patch.subject, 'sha256': o.patch.sha256,

@@ -46,7 +46,7 @@ class ReviewError(KlocError):
 
 
 @dataclass(frozen=True)
-class Options:
+class ReviewOptions:
     topologies: tuple[str, ...]     # KUnit topologies
     bench_topology: str             # where the loopback A/B runs
     runs: int
@@ -74,7 +74,7 @@ class StatusChange:
 
 
 @dataclass
-class Outcome:
+class ReviewOutcome:
     base: Tree
     patched: Tree
     patch: PatchInfo | None
@@ -245,8 +245,8 @@ def kunit_changes(base_dir: Path, patched_dir: Path) -> tuple[list[StatusChange]
     return compare_statuses(statuses(base_dir), statuses(patched_dir))
 
 
-def run(base: Tree, patch: PatchInfo | None, opts: Options, cache: Path,
-        checked: Checked | None = None) -> Outcome:
+def run(base: Tree, patch: PatchInfo | None, opts: ReviewOptions, cache: Path,
+        checked: Checked | None = None) -> ReviewOutcome:
     """The review; checked: check(base, patch), if the caller made it already.
 
     Nothing is written, to the tree or anywhere, before check() has passed.
@@ -265,7 +265,7 @@ def run(base: Tree, patch: PatchInfo | None, opts: Options, cache: Path,
         assert patch is not None
         patched, reused = patched_tree(base, patch, cache, checked.applied)
         progress.say(f'patched tree {"reused" if reused else "made"}: {patched.path}')
-    outcome = Outcome(base, patched, patch, reused=reused, dirty=dirty)
+    outcome = ReviewOutcome(base, patched, patch, reused=reused, dirty=dirty)
     opts.out.mkdir(parents=True, exist_ok=True)
     if opts.kunit and not opts.aa:
         for label, tree in (('base', base), ('patched', patched)):

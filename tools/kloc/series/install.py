@@ -327,7 +327,7 @@ class Step:
 
 
 @dataclass
-class Plan:
+class InstallPlan:
     pristine: Contents
     final: Contents
     steps: list[Step] = field(default_factory=list)
@@ -356,7 +356,7 @@ def pristine_reader(tree: Path) -> tuple[dict[str, bool], PristineFn]:
 
 
 def plan_from(read: PristineFn, tree: Path, version: KernelVersion,
-              series: list[Change]) -> Plan:
+              series: list[Change]) -> InstallPlan:
     """Apply the whole series in memory to the pristine files read() gives."""
     state: Contents = {}
     pristine: Contents = {}
@@ -365,7 +365,7 @@ def plan_from(read: PristineFn, tree: Path, version: KernelVersion,
         if rel not in state:
             pristine[rel] = state[rel] = read(rel)
 
-    result = Plan(pristine, state)
+    result = InstallPlan(pristine, state)
     for change in series:
         before: Contents = {}
         after: Contents = {}
@@ -394,7 +394,7 @@ def plan_from(read: PristineFn, tree: Path, version: KernelVersion,
     return result
 
 
-def plan(tree: Path, version: KernelVersion, series: list[Change]) -> Plan:
+def plan(tree: Path, version: KernelVersion, series: list[Change]) -> InstallPlan:
     """The series applied in memory, starting from the pristine tree; writes nothing."""
     jfile, _ = _journal_paths(tree)
     if jfile.exists():
@@ -619,7 +619,7 @@ def managed_files(tree: Path) -> set[str]:
 @dataclass
 class Decision:
     """What an install would do, decided before anything is written."""
-    plan: Plan
+    plan: InstallPlan
     before: Manifest | None
     manifest: Manifest
     read: PristineFn
@@ -807,7 +807,7 @@ def is_installed(tree: Path) -> bool:
     return (tree / STATE_DIR / MANIFEST).exists()
 
 
-def added_lines(p: Plan) -> list[tuple[str, int]]:
+def added_lines(p: InstallPlan) -> list[tuple[str, int]]:
     """(path, 1-based line) of every line the series adds or changes."""
     out: list[tuple[str, int]] = []
     for rel, data in sorted(p.final.items()):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kloc.atomicfile import sync_dir
 from kloc.errors import DiskFullError, is_disk_full
-from kloc.series.install import Plan, Step
+from kloc.series.install import InstallPlan, Step
 
 DEFAULT_AUTHOR = 'Kernel Locality Tests <kloc@localhost>'
 
@@ -146,7 +146,7 @@ def _swap(new: Path, out: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def export(p: Plan, out: Path, base: str) -> list[Path]:
+def export(p: InstallPlan, out: Path, base: str) -> list[Path]:
     """Write the series as OUT/NNNN-subject.patch, replacing any series there."""
     out.parent.mkdir(parents=True, exist_ok=True)
     who = author()
