@@ -46,10 +46,9 @@ def prepare(tree: Tree, opts: CompareOptions) -> interleave.AbPlan:
     ga, gb = guest.Guest(tree, opts.arch, opts.a), guest.Guest(tree, opts.arch, opts.b)
     guest.check(ga)   # before any build: e.g. SLAB on 6.8+
     guest.check(gb)
+    key = {'tree': f'{tree.label} {tree.version}', 'arch': opts.arch, 'a': opts.a, 'b': opts.b}
     return interleave.prepare((opts.a, ga), (opts.b, gb), topo, opts.seconds, opts.runs,
-                              opts.timeout,
-                      opts.out, {'tree': f'{tree.label} {tree.version}', 'arch': opts.arch,
-                                 'a': opts.a, 'b': opts.b}, ('config_a', 'config_b'))
+                              opts.timeout, opts.out, key, ('config_a', 'config_b'))
 
 
 def run(tree: Tree, opts: CompareOptions) -> str:
