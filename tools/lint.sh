@@ -45,6 +45,8 @@ done
 
 for k in $KERNELS; do
 	tree=$(kloc tree --kernel "$k")
+	# get_maintainer.pl and the W=1 build need the package's files in the tree.
+	kloc install --kernel "$k" >/dev/null || { fail=1; continue; }
 	step "checkpatch --strict (Linux $k)"
 	out="$OUT/lint/$k"
 	rm -rf "$out"
@@ -74,7 +76,6 @@ for k in $KERNELS; do
 		continue
 	fi
 	step "W=1 C=2 build of the package's objects (Linux $k, arm64)"
-	kloc install --kernel "$k" >/dev/null || { fail=1; continue; }
 	cross=$(kloc registry cross arm64)
 	read -r -a objects <<<"$(kloc registry lint-objects)"
 	log="$out/w1.log"
