@@ -85,13 +85,13 @@ def check(command: str, values: dict[str, object]) -> None:
             opt.check(v, command)
 
 
+def _per_command(o: Option) -> str:
+    return ', '.join(f'{c} {d}' if c != '*' else d for c, d in o.defaults)
+
+
 def table() -> str:
     """The defaults, one option a line, as make help shows them."""
-    lines = []
-    for o in OPTIONS:
-        per = ', '.join(f'{c} {d}' if c != '*' else d for c, d in o.defaults)
-        lines.append(f'  {o.make:<8} {per:<44} {o.about}')
-    return '\n'.join(lines) + '\n'
+    return ''.join(f'  {o.make:<8} {_per_command(o):<44} {o.about}\n' for o in OPTIONS)
 
 
 def _range(o: Option) -> str:
@@ -102,8 +102,5 @@ def _range(o: Option) -> str:
 
 def readme_rows() -> str:
     """The README's table of numeric options, one Markdown row each."""
-    rows = []
-    for o in OPTIONS:
-        per = ', '.join(f'{c} {d}' if c != '*' else d for c, d in o.defaults)
-        rows.append(f'| `{o.make}` | {per} | {_range(o)} | {o.about} |')
-    return '\n'.join(rows) + '\n'
+    return ''.join(f'| `{o.make}` | {_per_command(o)} | {_range(o)} | {o.about} |\n'
+                   for o in OPTIONS)

@@ -86,22 +86,27 @@ class BadPatches(unittest.TestCase):
         self.assertEqual(m.files, ('drivers/irqchip/irq-gic-v3-its.c',))
 
 
+def pristine_mini_tree(dest: Path) -> Tree:
+    """A KDIR-like copy of the files the review tests need, without the package."""
+    real = debian_tree('6.12')
+    src = mini_tree(real, dest, TREE_FILES)
+    _, read = install.pristine_reader(real.path)   # the cache may carry the package
+    for rel in TREE_FILES:
+        data = read(rel)
+        if data is not None:
+            (src / rel).write_bytes(data)
+    return Tree(src, real.version, 'kdir')
+
+
 class PatchedTree(unittest.TestCase):
     """On a small copy of the 6.12 tree: what the review does before it builds."""
 
     def setUp(self) -> None:
         self.tmp = tempfile.TemporaryDirectory()
         root = Path(self.tmp.name)
-        real = debian_tree('6.12')
-        src = mini_tree(real, root / 'linux' / 'src', TREE_FILES)
-        _, read = install.pristine_reader(real.path)   # the cache may carry the package
-        for rel in TREE_FILES:
-            data = read(rel)
-            if data is not None:
-                (src / rel).write_bytes(data)
-        self.base = Tree(src, real.version, 'kdir')
+        self.base = pristine_mini_tree(root / 'linux' / 'src')
         self.cache = root / 'cache'
-        install.install(src, real.version, changes.load_series())
+        install.install(self.base.path, self.base.version, changes.load_series())
 
     def tearDown(self) -> None:
         self.tmp.cleanup()
@@ -168,17 +173,10 @@ class ChecksBeforeWriting(unittest.TestCase):
     def setUp(self) -> None:
         self.tmp = tempfile.TemporaryDirectory()
         root = Path(self.tmp.name)
-        real = debian_tree('6.12')
-        src = mini_tree(real, root / 'linux', TREE_FILES)
-        _, read = install.pristine_reader(real.path)   # the cache may carry the package
-        for rel in TREE_FILES:
-            data = read(rel)
-            if data is not None:
-                (src / rel).write_bytes(data)
-        self.base = Tree(src, real.version, 'kdir')
+        self.base = pristine_mini_tree(root / 'linux')
         self.cache = root / 'cache'
-        self.opts = review.ReviewOptions(('arm64_2n_its1',), 'x86_64_2n', 2, 1.0, 0.05, 60, 1,
-                                   root / 'out')
+        self.opts = review.ReviewOptions(('arm64_2n_its1',), 'x86_64_2n', 2, 1.0, 0.05, 60,
+                                         1, root / 'out')
 
     def tearDown(self) -> None:
         self.tmp.cleanup()
