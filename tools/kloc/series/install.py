@@ -394,12 +394,17 @@ def plan_from(read: PristineFn, tree: Path, version: KernelVersion,
     return result
 
 
-def plan(tree: Path, version: KernelVersion, series: list[Change]) -> InstallPlan:
-    """The series applied in memory, starting from the pristine tree; writes nothing."""
+def _refuse_pending_journal(tree: Path) -> None:
+    """For the read-only paths: a pending journal is reported, not rolled back."""
     jfile, _ = _journal_paths(tree)
     if jfile.exists():
         raise InstallError(f'{tree}: an interrupted install or uninstall left {jfile}; run '
                            'make install or make uninstall on it to roll it back first')
+
+
+def plan(tree: Path, version: KernelVersion, series: list[Change]) -> InstallPlan:
+    """The series applied in memory, starting from the pristine tree; writes nothing."""
+    _refuse_pending_journal(tree)
     _, read = pristine_reader(tree)
     return plan_from(read, tree, version, series)
 
@@ -683,10 +688,7 @@ def preview(tree: Path, version: KernelVersion, series: list[Change],
 
     Writes nothing: a pending journal is reported, not rolled back.
     """
-    jfile, _ = _journal_paths(tree)
-    if jfile.exists():
-        raise InstallError(f'{tree}: an interrupted install or uninstall left {jfile}; run '
-                           'make install or make uninstall on it to roll it back first')
+    _refuse_pending_journal(tree)
     try:
         before = read_manifest(tree)
     except InstallError:
