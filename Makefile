@@ -49,7 +49,7 @@ help:
 	@echo '  make mutants     apply each mutant to a copy of the tree; each must be caught'
 	@echo '  make report      merge $$(OUT)/kunit into junit.xml and print the summary'
 	@echo '  make check-tools unit tests of tools/'
-	@echo '  make lint        checkpatch --strict, W=1 and sparse, mypy --strict, shellcheck'
+	@echo '  make lint        checkpatch --strict, W=1 and sparse, mypy --strict, flake8, shellcheck'
 	@echo '  make clean       remove $$(OUT)'
 	@echo
 	@echo "Variables: KERNEL=$(or $(KERNEL),(default: the first of $$($(KLOC) registry kernels))) KDIR=$(KDIR) OUT=$(OUT) TOPOLOGIES=$(TOPOLOGIES)"

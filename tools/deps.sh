@@ -35,6 +35,7 @@ DEPS=(
 	"sparse sparse"
 	"shellcheck shellcheck"
 	"mypy /usr/bin/mypy"
+	"flake8 /usr/bin/flake8"
 	"python3-ply /usr/lib/python3/dist-packages/ply"
 	"python3-git /usr/lib/python3/dist-packages/git"
 	"python3-scipy /usr/lib/python3/dist-packages/scipy"

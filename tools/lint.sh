@@ -1,9 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# The lint gates: shellcheck, mypy --strict, checkpatch --strict on every C
-# file and every exported patch, and a W=1 + sparse build of the driver
-# with the package installed, for each kernel that has a KUnit build dir.
+# The lint gates: shellcheck, mypy --strict, flake8 (configured in
+# .flake8), checkpatch --strict on every C file and every exported patch,
+# and a W=1 + sparse build of the driver with the package installed, for
+# each kernel that has a KUnit build dir.
 
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +30,9 @@ shellcheck "${shells[@]}" || fail=1
 
 step "mypy --strict"
 (cd tools && mypy --strict --no-error-summary kloc tests) || fail=1
+
+step "flake8"
+flake8 tools || fail=1
 
 step "the counting plugin: -Wall -Wextra -Werror build, and its marker header for x86_64 and arm64"
 mkdir -p "$OUT/lint"

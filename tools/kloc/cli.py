@@ -123,7 +123,7 @@ def cmd_kunit(args: argparse.Namespace) -> int:
     cache = cache_dir()
     out = Path(args.out).resolve()
     job = runner.Job(tree, out / 'kunit' / tree.label, tuple(names), args.jobs,
-                        args.timeout, cache)
+                     args.timeout, cache)
     runner.run(job)
     return report(out)
 
@@ -184,8 +184,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     tree = _tree(args)
     out = Path(args.out).resolve() / 'compare' / f'{tree.label}-{args.arch}-{args.a}-{args.b}'
     opts = compare.CompareOptions(args.arch, args.topology or compare.default_topology(args.arch),
-                           args.a, args.b, args.runs, args.seconds, args.alpha, args.timeout,
-                           out, args.mde)
+                                  args.a, args.b, args.runs, args.seconds, args.alpha,
+                                  args.timeout, out, args.mde)
     install_into(tree, args)
     print(compare.run(tree, opts), end='')
     print(f'Files: {out}/compare.txt, compare.json, compare.svg; runs in {out}/runs.jsonl')
@@ -206,8 +206,8 @@ def cmd_review(args: argparse.Namespace) -> int:
         f'{Path(args.patch).stem[:40]}-{patch.sha256[:8] if patch else ""}'
     out = Path(args.out).resolve() / 'review' / name
     opts = review.ReviewOptions(names, args.bench_topology, args.runs, args.seconds, args.alpha,
-                          args.timeout, args.jobs, out, kunit=not args.no_kunit, aa=args.aa,
-                          force=args.force, mde=args.mde)
+                                args.timeout, args.jobs, out, kunit=not args.no_kunit, aa=args.aa,
+                                force=args.force, mde=args.mde)
     checked = review.check(tree, None if args.aa else patch, args.force)
     guest.check_space(cache_dir())
     outcome = review.run(tree, patch, opts, cache_dir(), checked)

@@ -23,12 +23,14 @@ def tree(version: str) -> Tree:
 class MachineCheck(unittest.TestCase):
     def test_record_must_come_from_the_topology(self) -> None:
         topo = topology.get('x86_64_2n')
-        four: dict[str, object] = {'per_cpu': [{'cpu': c, 'node': c // 2, 'pps': 1} for c in range(4)]}
+        four: dict[str, object] = {'per_cpu': [{'cpu': c, 'node': c // 2, 'pps': 1}
+                                               for c in range(4)]}
         self.assertEqual(guest.check_machine(four, topo), '')
         two: dict[str, object] = {'per_cpu': [{'cpu': c, 'node': 0, 'pps': 1} for c in range(2)]}
         self.assertIn('ran on 2 CPUs in 1 nodes, but topology x86_64_2n has 4 CPUs in 2',
                       guest.check_machine(two, topo))
-        one_node: dict[str, object] = {'per_cpu': [{'cpu': c, 'node': 0, 'pps': 1} for c in range(4)]}
+        one_node: dict[str, object] = {'per_cpu': [{'cpu': c, 'node': 0, 'pps': 1}
+                                                   for c in range(4)]}
         self.assertIn('CONFIG_NUMA', guest.check_machine(one_node, topo))
 
 

@@ -85,9 +85,9 @@ class GoldenLogs(unittest.TestCase):
 class JunitTest(unittest.TestCase):
     def test_golden_junit(self) -> None:
         runs = [junit.KunitRun('linux-6.12.0', 'arm64_2n_its1',
-                          ktap.parse((DATA / 'its-6.12-crash.console').read_text()), 1.5),
+                               ktap.parse((DATA / 'its-6.12-crash.console').read_text()), 1.5),
                 junit.KunitRun('linux-6.12.0', 'arm64_1n',
-                          ktap.parse((DATA / 'no-boot.console').read_text()), 0.5)]
+                               ktap.parse((DATA / 'no-boot.console').read_text()), 0.5)]
         xml = junit.to_xml(runs)
         golden(self, 'crash-and-no-boot.junit.xml', xml)
         self.assertIn('name="boot [arm64_1n]"', xml)

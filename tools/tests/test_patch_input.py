@@ -122,7 +122,7 @@ class Applied(unittest.TestCase):
     """GNU patch, in memory: the Contents and Modes each kind leaves."""
 
     STATE: Contents = {'drivers/net/old.c': b'int a;\nint b;\nint c;\n',
-             'scripts/run.sh': b'echo hi\n'}
+                       'scripts/run.sh': b'echo hi\n'}
 
     def test_each_kind(self) -> None:
         out, modes = apply_text(DELETE, dict(self.STATE), {}, 't')

@@ -408,8 +408,8 @@ class PatchProperties(unittest.TestCase):
 
     @SETTINGS
     @given(st.sampled_from(sorted(PATCHES)), st.lists(st.tuples(st.floats(0, 1),
-                                                               st.integers(0, 255)),
-                                                     min_size=1, max_size=8))
+                                                                st.integers(0, 255)),
+                                                      min_size=1, max_size=8))
     def test_flipped_bytes(self, name: str, flips: list[tuple[float, int]]) -> None:
         data = bytearray(PATCHES[name].encode())
         for where, byte in flips:

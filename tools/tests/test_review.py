@@ -260,7 +260,7 @@ class ChecksBeforeWriting(unittest.TestCase):
         drv.write_text(drv.read_text().replace(old, new))
         p = Path(self.tmp.name) / 'on-edit.patch'
         p.write_text(f'--- a/{rel}\n+++ b/{rel}\n' + _one_line_hunk(drv.read_text(), new,
-                                                                     new + ' /* x */'))
+                                                                    new + ' /* x */'))
         checked = review.check(self.base, patch_input.load(p))
         assert checked.applied is not None
         self.assertIn(b'SGI status\\n"); /* x */', checked.applied.contents[rel] or b'')
@@ -327,21 +327,22 @@ class Report(unittest.TestCase):
                                 0.05)
         base = Tree(Path('/t/linux-6.12/src'), debian_tree('6.12').version, 'debian')
         o = review.ReviewOutcome(base, base, patch_input.load(SLOW), diffs=diffs,
-                           kunit_changes=[review.StatusChange('arm64_2n_its1', 'a.b.c', 'PASS',
-                                                        'FAIL')],
-                           kunit_totals={'base': {'PASS': 3}, 'patched': {'PASS': 2,
-                                                                          'FAIL': 1}},
-                           failed_runs={'base': 0, 'patched': 1},
-                           qemu_command=['qemu-system-x86_64', '-machine', 'pc', '-kernel',
-                                         '/very/long/path/arch/x86/boot/bzImage', '-initrd',
-                                         '/x/initramfs.gz'] + ['-numa', 'node'] * 12)
+                                 kunit_changes=[review.StatusChange('arm64_2n_its1', 'a.b.c',
+                                                                    'PASS', 'FAIL')],
+                                 kunit_totals={'base': {'PASS': 3}, 'patched': {'PASS': 2,
+                                                                                'FAIL': 1}},
+                                 failed_runs={'base': 0, 'patched': 1},
+                                 qemu_command=['qemu-system-x86_64', '-machine', 'pc', '-kernel',
+                                               '/very/long/path/arch/x86/boot/bzImage', '-initrd',
+                                               '/x/initramfs.gz'] + ['-numa', 'node'] * 12)
         opts = review.ReviewOptions(('arm64_2n_its1', 'x86_64_2n'), 'x86_64_2n', 10, 2.0, 0.05,
-                              60, 2, Path('/nonexistent'))
+                                    60, 2, Path('/nonexistent'))
         text = reporting.render(o, opts)
         self.assertTrue(all(len(line) < 72 for line in text.splitlines()), text)
         for want in ('Patch: [PATCH] loopback: spin', 'Base:    Linux 6.12',
                      'arm64_2n_its1: PASS -> FAIL', 'regression (significant at alpha = 0.05)',
-                     '<bzImage>', 'Verdict: regression in 2 of 3 figures (1 thread, all CPUs)', 'guest-base.config'):
+                     '<bzImage>', 'Verdict: regression in 2 of 3 figures (1 thread, all CPUs)',
+                     'guest-base.config'):
             self.assertIn(want, text)
         doc = reporting.to_json(o, opts)
         json.dumps(doc)

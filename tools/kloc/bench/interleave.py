@@ -80,7 +80,7 @@ def prepare(a: tuple[str, guest.Guest], b: tuple[str, guest.Guest], topo: Topolo
     full[config_keys[0]] = guest.config_digest(ga)
     full[config_keys[1]] = guest.config_digest(gb)
     return AbPlan(AbSide(label_a, ga, initrd), AbSide(label_b, gb, initrd), topo, runs, timeout,
-                out, full)
+                  out, full)
 
 
 def _brief(record: dict[str, object] | None) -> str:
@@ -117,7 +117,7 @@ def run(plan: AbPlan) -> Store:
         start = time.monotonic()
         r = guest.run(side.guest, side.initrd, plan.topology, plan.timeout, log)
         store.append(BenchRun(s, r.ok, round(time.monotonic() - start, 2), r.record, r.why,
-                         '' if r.ok else r.console_tail, str(log)))
+                              '' if r.ok else r.console_tail, str(log)))
         done = sum(have.values()) + (1 if r.ok else 0)
         if r.ok:
             progress.say(f'run {done}/{total} {side.label}: {r.seconds:.1f} s, '

@@ -213,4 +213,3 @@ def min_runs(alpha: float, tests: int = 1) -> int:
     while tests * smallest_p(n, n) > alpha:
         n += 1
     return n
-

@@ -113,7 +113,8 @@ def build(guest: Guest, logs: Path) -> Path:
     wanted = '\n'.join(p.read_text() for p in frags)
     stamp = bdir / '.kloc-fragments'
     if not stamp.exists() or stamp.read_text() != wanted:
-        progress.say(f'{guest.name}: configuring (tinyconfig + {", ".join(p.name for p in frags)})')
+        names = ', '.join(p.name for p in frags)
+        progress.say(f'{guest.name}: configuring (tinyconfig + {names})')
         _make(guest, 'tinyconfig', log=logs / f'{guest.name}-config.log')
         subprocess.run([str(guest.tree.path / 'scripts/kconfig/merge_config.sh'), '-m', '-O',
                         str(bdir), str(bdir / '.config')] + [str(f) for f in frags],

@@ -55,4 +55,5 @@ def to_xml(runs: list[KunitRun]) -> str:
         for k, v in n.items():
             ts.set(k, str(v))
     ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding='unicode') + '\n'
+    body = ET.tostring(root, encoding='unicode')
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + '\n'

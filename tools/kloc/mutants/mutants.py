@@ -148,8 +148,8 @@ class _Runner:
         assert isinstance(tx, int) and isinstance(dropped, int)
         if tx + dropped != sent or rx != tx:
             return MutantOutcome(name, about, 'caught',
-                           [f'lo_counters: lo counted tx {tx} rx {rx} dropped {dropped} '
-                            f'of {sent} sent'], secs)
+                                 [f'lo_counters: lo counted tx {tx} rx {rx} dropped {dropped} '
+                                  f'of {sent} sent'], secs)
         return MutantOutcome(name, about, 'failed-otherwise', [r.why], secs)
 
 

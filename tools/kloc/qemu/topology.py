@@ -184,7 +184,7 @@ def dtb(topo: Topology, cache: Path | None = None) -> Path:
     tmp = out.with_suffix(f'.tmp{os.getpid()}')
     machine = args[1] + f',dumpdtb={tmp}'
     _run([QEMU] + args[:1] + [machine] + args[2:] + ['-accel', 'tcg', '-nographic',
-                                                    '-nodefaults'],
+                                                     '-nodefaults'],
          f'dumping the {topo.name} DTB')
     # QEMU dumps a 1 MiB blob, which a kernel booted with -dtb hangs on
     # before its console starts: pack it.

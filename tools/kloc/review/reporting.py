@@ -75,7 +75,7 @@ def render(o: ReviewOutcome, opts: ReviewOptions) -> str:
         for side in ('base', 'patched'):
             t = o.kunit_totals.get(side, {})
             lines.append(f'  {side:<8} ' + ', '.join(f'{v} {k.lower()}'
-                                                    for k, v in sorted(t.items())))
+                                                     for k, v in sorted(t.items())))
         if o.kunit_changes:
             lines.append(f'  Status changes ({len(o.kunit_changes)}):')
             for c in o.kunit_changes:
@@ -102,7 +102,7 @@ def render(o: ReviewOutcome, opts: ReviewOptions) -> str:
     lines += _wrap_command(o.qemu_command, images)
     lines.append('')
     lines += tables.render(o.diffs, 'base', 'patched', opts.alpha,
-                             REVIEW_WORDS).splitlines()
+                           REVIEW_WORDS).splitlines()
     lines += ['', f'Verdict: {overall(o.diffs, len(o.kunit_changes))}.']
     lines = [line for block in lines for line in
              (textwrap.wrap(block, WIDTH, subsequent_indent='  ') if len(block) > WIDTH

@@ -233,10 +233,10 @@ def statuses(run_dir: Path) -> Statuses:
 
 
 def compare_statuses(a: Statuses, b: Statuses) -> tuple[list[StatusChange],
-                                                       dict[str, dict[str, int]]]:
+                                                        dict[str, dict[str, int]]]:
     """The cases whose status differs, and each side's count per status."""
     differ = [StatusChange(t, c, a.get((t, c), 'ABSENT'), b.get((t, c), 'ABSENT'))
-               for t, c in sorted(set(a) | set(b)) if a.get((t, c)) != b.get((t, c))]
+              for t, c in sorted(set(a) | set(b)) if a.get((t, c)) != b.get((t, c))]
     return differ, {'base': dict(Counter(a.values())), 'patched': dict(Counter(b.values()))}
 
 
@@ -271,7 +271,7 @@ def run(base: Tree, patch: PatchInfo | None, opts: ReviewOptions, cache: Path,
         for label, tree in (('base', base), ('patched', patched)):
             progress.say(f'KUnit on the {label} kernel: {", ".join(opts.topologies)}')
             runner.run(runner.Job(tree, opts.out / 'kunit' / label, opts.topologies,
-                                        opts.jobs, opts.timeout, cache))
+                                  opts.jobs, opts.timeout, cache))
         outcome.kunit_statuses = {side: statuses(opts.out / 'kunit' / side)
                                   for side in ('base', 'patched')}
         outcome.kunit_changes, outcome.kunit_totals = compare_statuses(
@@ -281,10 +281,10 @@ def run(base: Tree, patch: PatchInfo | None, opts: ReviewOptions, cache: Path,
     ga = guest.Guest(base, topo.arch, ALLOCATOR)
     gb = guest.Guest(patched, topo.arch, ALLOCATOR)
     plan = interleave.prepare(('base', ga), ('patched', gb), topo, opts.seconds, opts.runs,
-                      opts.timeout, opts.out,
-                      {'base': f'{base.path} {base.version}',
-                       'patch': patch.sha256 if patch and not opts.aa else 'A/A',
-                       'series': series_hash()[:16]}, ('config_base', 'config_patched'))
+                              opts.timeout, opts.out,
+                              {'base': f'{base.path} {base.version}',
+                               'patch': patch.sha256 if patch and not opts.aa else 'A/A',
+                               'series': series_hash()[:16]}, ('config_base', 'config_patched'))
     outcome.key = plan.key
     progress.say(f'loopback A/B: {opts.runs} runs a side on {topo.name}, interleaved')
     store = interleave.run(plan)

@@ -1,2 +1,2 @@
 # SPDX-License-Identifier: GPL-2.0
-"""Kernel trees: the supported kernels, Debian's source trees in the cache, and hard-linked copies."""
+"""Kernel trees: the supported kernels, Debian's source trees in the cache, hard-linked copies."""
