@@ -667,6 +667,3 @@ static struct kunit_suite pcpu_kunit_locality_suite = {
 };
 
 kunit_test_suites(&pcpu_kunit_checker_suite, &pcpu_kunit_locality_suite);
-
-MODULE_DESCRIPTION("KUnit tests for percpu cache-line and NUMA locality");
-MODULE_LICENSE("GPL");

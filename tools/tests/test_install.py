@@ -61,11 +61,11 @@ class InstallTest(unittest.TestCase):
     def test_install_is_idempotent_and_uninstall_restores(self) -> None:
         before = snapshot(self.root)
         written = install.install(self.root, self.tree.version, SERIES)
-        self.assertIn('drivers/irqchip/irq-gic-v3-its-kunit.c', written)
+        self.assertIn('drivers/irqchip/tests/irq-gic-v3-its_kunit.c', written)
         self.assertIn('drivers/irqchip/Kconfig', written)
         driver = (self.root / 'drivers/irqchip/irq-gic-v3-its.c').read_text()
         self.assertIn('its_alloc_pages_node(its->numa_node', driver)
-        self.assertIn('#include "irq-gic-v3-its-kunit.c"', driver)
+        self.assertIn('#include "tests/irq-gic-v3-its_kunit.c"', driver)
         after = snapshot(self.root)
         mtimes = {p: (self.root / p).stat().st_mtime_ns for p in after}
         self.assertEqual(install.install(self.root, self.tree.version, SERIES), [])
@@ -92,7 +92,9 @@ class InstallTest(unittest.TestCase):
         self.assertEqual(snapshot(self.root), before, 'a refused install wrote something')
 
     def test_refuses_to_replace_a_file_of_the_tree(self) -> None:
-        (self.root / 'drivers/irqchip/irq-gic-v3-its-kunit.c').write_text('/* theirs */\n')
+        theirs = self.root / 'drivers/irqchip/tests/irq-gic-v3-its_kunit.c'
+        theirs.parent.mkdir()
+        theirs.write_text('/* theirs */\n')
         with self.assertRaisesRegex(install.InstallError, 'already exists in the tree'):
             install.install(self.root, self.tree.version, SERIES)
 

@@ -26,7 +26,7 @@ from .helpers import debian_tree
 
 SERIES = changes.load_series()
 DRIVER = 'drivers/irqchip/irq-gic-v3-its.c'
-SUITE = 'drivers/irqchip/irq-gic-v3-its-kunit.c'
+SUITE = 'drivers/irqchip/tests/irq-gic-v3-its_kunit.c'
 TOOLS = Path(__file__).resolve().parents[1]
 
 
@@ -113,7 +113,7 @@ class HandEditTest(Base):
         self.assertTrue((self.root / SUITE).read_text().endswith('/* mine */\n'))
 
     def test_an_edit_that_drops_the_hooks_is_refused_then_forced(self) -> None:
-        edited = self.edit(DRIVER, '#include "irq-gic-v3-its-kunit.c"', '')
+        edited = self.edit(DRIVER, '#include "tests/irq-gic-v3-its_kunit.c"', '')
         before = snapshot(self.root)
         with self.assertRaises(install.EditedFilesError) as cm:
             install.install(self.root, self.version, SERIES)
@@ -144,7 +144,7 @@ class HandEditTest(Base):
         self.assertIn('/* my work */', (self.save / SUITE).read_text())
 
     def test_cli_names_the_file_and_exits_2(self) -> None:
-        self.edit(DRIVER, '#include "irq-gic-v3-its-kunit.c"', '')
+        self.edit(DRIVER, '#include "tests/irq-gic-v3-its_kunit.c"', '')
         for cmd in ('install', 'uninstall'):
             r = cli(cmd, '--kdir', str(self.root))
             self.assertEqual(r.returncode, 2, r.stderr)

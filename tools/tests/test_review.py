@@ -229,7 +229,7 @@ class ChecksBeforeWriting(unittest.TestCase):
         rel = 'drivers/irqchip/irq-gic-v3-its.c'
         final = plan.final[rel]
         assert final is not None
-        line = '#include "irq-gic-v3-its-kunit.c"\n'
+        line = '#include "tests/irq-gic-v3-its_kunit.c"\n'
         self.assertIn(line.encode(), final)
         self.assertNotIn(line.encode(), (self.base.path / rel).read_bytes())
         text = final.decode()
