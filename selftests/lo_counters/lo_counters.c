@@ -631,7 +631,11 @@ static void report(const struct options *opt, const struct measurement *m,
 			 (unsigned long long)f->sent);
 }
 
-/* The JSON record: tools/kloc (figures.py, guest.py, mutants.py) reads it. */
+/*
+ * The JSON record, one line. Parsed: tools/kloc reads it (guests/guest.py
+ * finds it, bench/metrics.py takes the figures, mutants/mutants.py the
+ * counter verdict), so keys are only ever added.
+ */
 static void write_json(FILE *json, const struct measurement *m, const struct options *opt,
 		       const struct figures *f)
 {
@@ -649,6 +653,7 @@ static void write_json(FILE *json, const struct measurement *m, const struct opt
 	fprintf(json, "\"lo_tx\": %llu, \"lo_rx\": %llu, \"lo_dropped\": %llu, ",
 		(unsigned long long)f->tx, (unsigned long long)f->rx,
 		(unsigned long long)f->dropped);
+	fprintf(json, "\"counters_ok\": %s, ", f->counters_ok ? "true" : "false");
 	fprintf(json, "\"per_cpu\": [");
 	for (i = 0; i < m->all.n; i++) {
 		w = &m->all.w[i];

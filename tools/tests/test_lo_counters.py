@@ -247,6 +247,7 @@ class RealRun(unittest.TestCase):
         self.assertGreater(record['pps_total'], 0)
         self.assertEqual(record['lo_tx'] + record['lo_dropped'], record['sent'])
         self.assertEqual(record['lo_rx'], record['lo_tx'])
+        self.assertIs(record['counters_ok'], True)
         self.assertEqual(len(record['per_cpu']), threads)
         self.assertTrue(all(c['pps'] > 0 for c in record['per_cpu']), record)
         self.assertGreater(record['seconds'], 0.19)
