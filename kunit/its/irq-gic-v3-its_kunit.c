@@ -28,13 +28,30 @@
 #define ITS_KUNIT_MAX_ITS	16
 #define ITS_KUNIT_FRAME_SZ	SZ_64K
 
+/* GITS_BASERn.Type; arm-gic-v3.h has only its shift */
+#define ITS_KUNIT_BASER_TYPE_MASK	GENMASK_ULL(58, 56)
 /* GITS_BASERn fields that software cannot change */
-#define ITS_KUNIT_BASER_RO	(GENMASK_ULL(58, 56) | GENMASK_ULL(52, 48))
+#define ITS_KUNIT_BASER_RO	(ITS_KUNIT_BASER_TYPE_MASK | GITS_BASER_ENTRY_SIZE_MASK)
+/* A valid level-1 entry: the physical address of its level-2 page */
+#define ITS_KUNIT_LVL1_ADDR_MASK	GENMASK_ULL(51, 12)
 
-/* ITS page sizes an emulated ITS supports */
-#define ITS_KUNIT_PSZ_4K	BIT(0)
-#define ITS_KUNIT_PSZ_16K	BIT(1)
-#define ITS_KUNIT_PSZ_64K	BIT(2)
+/* What the emulated ITS reports in GITS_TYPER, and its other tables */
+#define ITS_KUNIT_ID_BITS		16
+#define ITS_KUNIT_ITT_ENTRY_SZ		8
+#define ITS_KUNIT_COLLECTION_ESZ	16
+#define ITS_KUNIT_VPE_ESZ		32
+
+/* Vectors of each device a case creates */
+#define ITS_KUNIT_NVECS		32
+
+/*
+ * Page sizes an emulated ITS supports, one bit per GITS_BASER page-size
+ * code (GIC_PAGE_SIZE_4K, _16K, _64K).
+ */
+#define ITS_KUNIT_PSZ(code)	BIT(code)
+#define ITS_KUNIT_PSZ_4K	ITS_KUNIT_PSZ(GIC_PAGE_SIZE_4K)
+#define ITS_KUNIT_PSZ_16K	ITS_KUNIT_PSZ(GIC_PAGE_SIZE_16K)
+#define ITS_KUNIT_PSZ_64K	ITS_KUNIT_PSZ(GIC_PAGE_SIZE_64K)
 #define ITS_KUNIT_PSZ_ALL	(ITS_KUNIT_PSZ_4K | ITS_KUNIT_PSZ_16K | ITS_KUNIT_PSZ_64K)
 
 /* Where the test stands in the seam: what is live, and what must fail. */
@@ -87,12 +104,22 @@ struct its_kunit_layout {
 #define ITS_KUNIT_TABLES(dev_esz)					\
 	{								\
 		ITS_KUNIT_BASER(GITS_BASER_TYPE_DEVICE, dev_esz),	\
-		ITS_KUNIT_BASER(GITS_BASER_TYPE_COLLECTION, 16),	\
-		ITS_KUNIT_BASER(GITS_BASER_TYPE_VCPU, 32),		\
+		ITS_KUNIT_BASER(GITS_BASER_TYPE_COLLECTION,		\
+				ITS_KUNIT_COLLECTION_ESZ),		\
+		ITS_KUNIT_BASER(GITS_BASER_TYPE_VCPU, ITS_KUNIT_VPE_ESZ), \
 	}
 
-static const struct its_kunit_layout its_kunit_layouts[] = {
-	{
+enum its_kunit_layout_id {
+	ITS_KUNIT_64K_FLAT,
+	ITS_KUNIT_64K_INDIRECT,
+	ITS_KUNIT_16K_FLAT,
+	ITS_KUNIT_4K_INDIRECT,
+	ITS_KUNIT_4K_FLAT_CLAMPED,
+	ITS_KUNIT_NR_LAYOUTS
+};
+
+static const struct its_kunit_layout its_kunit_layouts[ITS_KUNIT_NR_LAYOUTS] = {
+	[ITS_KUNIT_64K_FLAT] = {
 		.name = "64K flat",
 		.devbits = 8,
 		.basers = ITS_KUNIT_TABLES(8),
@@ -102,7 +129,7 @@ static const struct its_kunit_layout its_kunit_layouts[] = {
 		.want_indirect = false,
 		.want_order = 16 - PAGE_SHIFT,
 	},
-	{
+	[ITS_KUNIT_64K_INDIRECT] = {
 		.name = "64K indirect",
 		.devbits = 20,
 		.basers = ITS_KUNIT_TABLES(8),
@@ -112,7 +139,7 @@ static const struct its_kunit_layout its_kunit_layouts[] = {
 		.want_indirect = true,
 		.want_order = 16 - PAGE_SHIFT,
 	},
-	{
+	[ITS_KUNIT_16K_FLAT] = {
 		.name = "16K flat",
 		.devbits = 10,
 		.basers = ITS_KUNIT_TABLES(16),
@@ -122,7 +149,7 @@ static const struct its_kunit_layout its_kunit_layouts[] = {
 		.want_indirect = false,
 		.want_order = 14 - PAGE_SHIFT,
 	},
-	{
+	[ITS_KUNIT_4K_INDIRECT] = {
 		.name = "4K indirect",
 		.devbits = 16,
 		.basers = ITS_KUNIT_TABLES(8),
@@ -132,7 +159,7 @@ static const struct its_kunit_layout its_kunit_layouts[] = {
 		.want_indirect = true,
 		.want_order = 0,
 	},
-	{
+	[ITS_KUNIT_4K_FLAT_CLAMPED] = {
 		/* 8 MiB of flat table, clamped to GITS_BASER_PAGES_MAX 4K pages */
 		.name = "4K flat over PAGES_MAX",
 		.devbits = 20,
@@ -152,33 +179,52 @@ static void its_kunit_layout_desc(const struct its_kunit_layout *l, char *desc)
 
 KUNIT_ARRAY_PARAM(its_kunit_layout, its_kunit_layouts, its_kunit_layout_desc);
 
-/* NUMA_NO_NODE, then every online node. */
-static const int its_kunit_nodes[MAX_NUMNODES + 1] = {
-	[0] = NUMA_NO_NODE,
-	[1 ... MAX_NUMNODES] = -2,
+/* A placement case: one layout of emulated ITS, on one node. */
+struct its_kunit_placement {
+	const struct its_kunit_layout *layout;	/* NULL: past the last */
+	int node;				/* NUMA_NO_NODE or an online node */
 };
 
-static const void *its_kunit_node_gen_params(const void *prev, char *desc)
+/* Every layout on NUMA_NO_NODE and on each online node, filled as KUnit asks. */
+static struct its_kunit_placement
+its_kunit_placements[ITS_KUNIT_NR_LAYOUTS * (MAX_NUMNODES + 1) + 1];
+
+static void its_kunit_fill_placements(void)
 {
-	const int *p = prev;
+	struct its_kunit_placement *p = its_kunit_placements;
+	const struct its_kunit_layout *l;
 	int node;
 
-	if (!p) {
-		p = &its_kunit_nodes[0];
-		snprintf(desc, KUNIT_PARAM_DESC_SIZE, "NUMA_NO_NODE");
-		return p;
+	for (l = its_kunit_layouts; l < its_kunit_layouts + ITS_KUNIT_NR_LAYOUTS; l++) {
+		p->layout = l;
+		p->node = NUMA_NO_NODE;
+		p++;
+		for_each_online_node(node) {
+			p->layout = l;
+			p->node = node;
+			p++;
+		}
 	}
-	node = p == &its_kunit_nodes[0] ? first_online_node :
-					   next_online_node(p - &its_kunit_nodes[1]);
-	if (node >= MAX_NUMNODES)
-		return NULL;
-	snprintf(desc, KUNIT_PARAM_DESC_SIZE, "node %d", node);
-	return &its_kunit_nodes[node + 1];
+	p->layout = NULL;
 }
 
-static int its_kunit_param_node(const int *p)
+static const void *its_kunit_placement_gen_params(const void *prev, char *desc)
 {
-	return p == &its_kunit_nodes[0] ? NUMA_NO_NODE : (int)(p - &its_kunit_nodes[1]);
+	const struct its_kunit_placement *p = prev;
+
+	if (!p) {
+		its_kunit_fill_placements();
+		p = its_kunit_placements;
+	} else {
+		p++;
+	}
+	if (!p->layout)
+		return NULL;
+	if (p->node == NUMA_NO_NODE)
+		snprintf(desc, KUNIT_PARAM_DESC_SIZE, "%s on NUMA_NO_NODE", p->layout->name);
+	else
+		snprintf(desc, KUNIT_PARAM_DESC_SIZE, "%s on node %d", p->layout->name, p->node);
+	return p;
 }
 
 /*
@@ -346,16 +392,13 @@ static struct its_kunit_its *its_kunit_emulated(struct its_node *its)
 	return NULL;
 }
 
+/* The ITS_KUNIT_PSZ_* bit of a GITS_BASERn value's page size */
 static u32 its_kunit_psz_flag(u64 val)
 {
-	switch (FIELD_GET(GITS_BASER_PAGE_SIZE_MASK, val)) {
-	case 0:
-		return ITS_KUNIT_PSZ_4K;
-	case 1:
-		return ITS_KUNIT_PSZ_16K;
-	default:
-		return ITS_KUNIT_PSZ_64K;
-	}
+	u64 code = FIELD_GET(GITS_BASER_PAGE_SIZE_MASK, val);
+
+	/* the reserved code 3 means 64K, as in the driver */
+	return ITS_KUNIT_PSZ(min_t(u64, code, GIC_PAGE_SIZE_64K));
 }
 
 /*
@@ -367,8 +410,9 @@ static u64 its_kunit_baser_written(const struct its_kunit_layout *l, int idx, u6
 {
 	val = (val & ~ITS_KUNIT_BASER_RO) | (l->basers[idx] & ITS_KUNIT_BASER_RO);
 	if (!(its_kunit_psz_flag(val) & l->psz_ok)) {
-		u64 psz = l->psz_ok & ITS_KUNIT_PSZ_64K ? 2 :
-			  l->psz_ok & ITS_KUNIT_PSZ_16K ? 1 : 0;
+		u64 psz = l->psz_ok & ITS_KUNIT_PSZ_64K ? GIC_PAGE_SIZE_64K :
+			  l->psz_ok & ITS_KUNIT_PSZ_16K ? GIC_PAGE_SIZE_16K :
+			  GIC_PAGE_SIZE_4K;
 
 		val &= ~GITS_BASER_PAGE_SIZE_MASK;
 		val |= FIELD_PREP(GITS_BASER_PAGE_SIZE_MASK, psz);
@@ -569,8 +613,8 @@ static struct its_kunit_its *its_kunit_new(struct kunit *test,
 	base = (void __iomem __force *)e->frame;
 
 	writeq_relaxed(FIELD_PREP(GITS_TYPER_DEVBITS, l->devbits - 1) |
-		       FIELD_PREP(GITS_TYPER_IDBITS, 15) |
-		       FIELD_PREP(GITS_TYPER_ITT_ENTRY_SIZE, 7) |
+		       FIELD_PREP(GITS_TYPER_IDBITS, ITS_KUNIT_ID_BITS - 1) |
+		       FIELD_PREP(GITS_TYPER_ITT_ENTRY_SIZE, ITS_KUNIT_ITT_ENTRY_SZ - 1) |
 		       GITS_TYPER_PLPIS, base + GITS_TYPER);
 	for (i = 0; i < ARRAY_SIZE(l->basers); i++)
 		writeq_relaxed(l->basers[i], base + GITS_BASER + i * 8);
@@ -597,7 +641,11 @@ static struct its_kunit_its *its_kunit_new(struct kunit *test,
 	return e;
 }
 
-static int its_kunit_probe_new(struct kunit *test, struct its_kunit_its *e)
+/*
+ * The probe path is __init code, so the cases that drive it are __init
+ * too, and their suites run from the init section.
+ */
+static int __init its_kunit_probe_new(struct kunit *test, struct its_kunit_its *e)
 {
 	int err = its_kunit_probe(e->its);
 
@@ -665,7 +713,7 @@ static void *its_kunit_lvl2(struct its_baser *baser, u32 id)
 
 	if (!(entry & GITS_BASER_VALID))
 		return NULL;
-	return phys_to_virt(entry & GENMASK_ULL(51, 12));
+	return phys_to_virt(entry & ITS_KUNIT_LVL1_ADDR_MASK);
 }
 
 static struct its_baser *its_kunit_device_table(struct kunit *test, struct its_node *its)
@@ -702,49 +750,55 @@ static void its_kunit_pin_away_from(struct kunit *test, int node)
 }
 
 /*
- * Probe an emulated ITS of every layout, on every online node and on
- * NUMA_NO_NODE, from a CPU on another node. The command queue and every
- * table must sit on the ITS's node, and so must the level-2 device table
- * page and the ITT of a device created afterwards.
+ * A device ID near the top of the layout's ID space: in an indirect table
+ * its level-2 page is far from the first one; a flat table holds only the
+ * IDs its pages have room for.
  */
-static void its_kunit_probe_places_all_on_node(struct kunit *test)
+static u32 its_kunit_high_dev_id(const struct its_kunit_layout *l, struct its_baser *dt)
 {
-	int node = its_kunit_param_node(test->param_value);
-	const struct its_kunit_layout *l;
+	u32 dev_id = BIT(l->devbits) - 3;
+
+	if (l->want_indirect)
+		return dev_id;
+	return min_t(u32, dev_id,
+		     PAGE_ORDER_TO_SIZE(dt->order) / GITS_BASER_ENTRY_SIZE(dt->val) - 1);
+}
+
+/*
+ * Probe an emulated ITS of one layout on one node (or NUMA_NO_NODE), from
+ * a CPU on another node. The command queue and every table must sit on the
+ * ITS's node, and so must the level-2 device table page and the ITT of a
+ * device created afterwards.
+ */
+static void __init its_kunit_probe_places_all_on_node(struct kunit *test)
+{
+	const struct its_kunit_placement *p = test->param_value;
+	const struct its_kunit_layout *l = p->layout;
 	struct its_baser *dt;
 	struct its_device *dev;
 	struct its_kunit_its *e;
 	u32 dev_id;
 
-	its_kunit_pin_away_from(test, node);
-	for (l = its_kunit_layouts; l < its_kunit_layouts + ARRAY_SIZE(its_kunit_layouts); l++) {
-		e = its_kunit_new(test, l, node);
-		KUNIT_ASSERT_EQ_MSG(test, its_kunit_probe_new(test, e), 0,
-				    "%s ITS on node %d failed to probe", l->name, node);
-		KUNIT_EXPECT_TRUE(test, its_kunit_registered(e->its));
-		dt = its_kunit_device_table(test, e->its);
-		KUNIT_EXPECT_EQ_MSG(test, dt->psz, l->want_psz, "%s: device table page size",
-				    l->name);
-		KUNIT_EXPECT_EQ_MSG(test, !!(dt->val & GITS_BASER_INDIRECT), l->want_indirect,
-				    "%s: device table indirection", l->name);
-		KUNIT_EXPECT_EQ_MSG(test, dt->order, l->want_order, "%s: device table order",
-				    l->name);
-		its_kunit_expect_tables_on_node(test, e->its, node);
+	its_kunit_pin_away_from(test, p->node);
+	e = its_kunit_new(test, l, p->node);
+	KUNIT_ASSERT_EQ_MSG(test, its_kunit_probe_new(test, e), 0,
+			    "%s ITS on node %d failed to probe", l->name, p->node);
+	KUNIT_EXPECT_TRUE(test, its_kunit_registered(e->its));
+	dt = its_kunit_device_table(test, e->its);
+	KUNIT_EXPECT_EQ_MSG(test, dt->psz, l->want_psz, "%s: device table page size", l->name);
+	KUNIT_EXPECT_EQ_MSG(test, !!(dt->val & GITS_BASER_INDIRECT), l->want_indirect,
+			    "%s: device table indirection", l->name);
+	KUNIT_EXPECT_EQ_MSG(test, dt->order, l->want_order, "%s: device table order", l->name);
+	its_kunit_expect_tables_on_node(test, e->its, p->node);
 
-		dev_id = BIT(l->devbits) - 3;
-		if (!l->want_indirect)
-			dev_id = min_t(u32, dev_id,
-				       PAGE_ORDER_TO_SIZE(dt->order) /
-				       GITS_BASER_ENTRY_SIZE(dt->val) - 1);
-		dev = its_create_device(e->its, dev_id, 32, false);
-		KUNIT_ASSERT_NOT_NULL_MSG(test, dev, "creating device %#x on the %s ITS",
-					  dev_id, l->name);
-		if (l->want_indirect)
-			its_kunit_expect_on_node(test, "level-2 device table",
-						 its_kunit_lvl2(dt, dev_id), dt->psz, node);
-		its_kunit_expect_on_node(test, "device ITT", dev->itt, 1, node);
-		its_free_device(dev);
-	}
+	dev_id = its_kunit_high_dev_id(l, dt);
+	dev = its_create_device(e->its, dev_id, ITS_KUNIT_NVECS, false);
+	KUNIT_ASSERT_NOT_NULL_MSG(test, dev, "creating device %#x on the %s ITS", dev_id, l->name);
+	if (l->want_indirect)
+		its_kunit_expect_on_node(test, "level-2 device table",
+					 its_kunit_lvl2(dt, dev_id), dt->psz, p->node);
+	its_kunit_expect_on_node(test, "device ITT", dev->itt, 1, p->node);
+	its_free_device(dev);
 }
 
 /*
@@ -753,7 +807,7 @@ static void its_kunit_probe_places_all_on_node(struct kunit *test)
  * many. Each failing probe must return an error, give back everything it
  * took, and leave nothing registered.
  */
-static void its_kunit_probe_fails_cleanly(struct kunit *test)
+static void __init its_kunit_probe_fails_cleanly(struct kunit *test)
 {
 	const struct its_kunit_layout *l = test->param_value;
 	struct its_kunit_seam *seam = test->priv;
@@ -795,7 +849,7 @@ static void its_kunit_probe_fails_cleanly(struct kunit *test)
  * turn: creating the device must fail, list nothing, and keep nothing but
  * a level-2 page it installed in the table, which the table keeps anyway.
  */
-static void its_kunit_create_device_fails_cleanly(struct kunit *test)
+static void __init its_kunit_create_device_fails_cleanly(struct kunit *test)
 {
 	struct its_kunit_seam *seam = test->priv;
 	struct its_device *dev = NULL;
@@ -804,7 +858,7 @@ static void its_kunit_create_device_fails_cleanly(struct kunit *test)
 	int n, before, kept;
 	u32 dev_id;
 
-	e = its_kunit_new(test, &its_kunit_layouts[1], first_online_node);
+	e = its_kunit_new(test, &its_kunit_layouts[ITS_KUNIT_64K_INDIRECT], first_online_node);
 	KUNIT_ASSERT_EQ(test, its_kunit_probe_new(test, e), 0);
 	dt = its_kunit_device_table(test, e->its);
 	for (n = 1; n <= ITS_KUNIT_MAX_INJECT && !dev; n++) {
@@ -813,7 +867,7 @@ static void its_kunit_create_device_fails_cleanly(struct kunit *test)
 		before = seam->allocs - seam->frees;
 		seam->calls = 0;
 		seam->fail_at = n;
-		dev = its_create_device(e->its, dev_id, 32, false);
+		dev = its_create_device(e->its, dev_id, ITS_KUNIT_NVECS, false);
 		seam->fail_at = 0;
 		if (dev) {
 			KUNIT_EXPECT_LT(test, seam->calls, n);
@@ -839,7 +893,12 @@ static void its_kunit_boot_its_on_node(struct kunit *test)
 	int checked = 0;
 
 	list_for_each_entry(its, &its_nodes, entry) {
-		kunit_info(test, "ITS@%pa: numa_node %d, %d online nodes\n",
+		/*
+		 * Parsed: the package's runner checks the machine it booted
+		 * against the topology from this line. Keep its
+		 * "kloc: key=value" format.
+		 */
+		kunit_info(test, "kloc: its_phys_base=%pa its_numa_node=%d online_nodes=%d\n",
 			   &its->phys_base, its->numa_node, num_online_nodes());
 		if (its->numa_node == NUMA_NO_NODE || num_online_nodes() < 2)
 			continue;
@@ -853,7 +912,7 @@ static void its_kunit_boot_its_on_node(struct kunit *test)
 }
 
 static struct kunit_case its_kunit_placement_cases[] __refdata = {
-	KUNIT_CASE_PARAM(its_kunit_probe_places_all_on_node, its_kunit_node_gen_params),
+	KUNIT_CASE_PARAM(its_kunit_probe_places_all_on_node, its_kunit_placement_gen_params),
 	KUNIT_CASE(its_kunit_boot_its_on_node),
 	{}
 };

@@ -239,6 +239,12 @@ static void pcpu_kunit_first_chunk_on_nodes(struct kunit *test)
 	int i;
 
 	pcpu_kunit_first_chunk(&fc);
+	/*
+	 * Parsed: the package's runner checks the machine it booted against
+	 * the topology from this line. Keep its "kloc: key=value" format.
+	 */
+	kunit_info(test, "kloc: online_nodes=%u possible_cpus=%u\n",
+		   num_online_nodes(), num_possible_cpus());
 	kunit_info(test, "first chunk: %s allocator, unit stride %lu bytes, %u possible CPUs, %u online nodes\n",
 		   fc.embedded ? "embed" : "page", fc.stride == ULONG_MAX ? 0 : fc.stride,
 		   num_possible_cpus(), num_online_nodes());

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import unittest
 from pathlib import Path
 
-from kloc.trees import sources
+from kloc.kunit import ktap
+from kloc.trees import kernels, sources
 from kloc.paths import cache_dir
 
 DATA = Path(__file__).resolve().parent / 'data'
@@ -20,6 +22,12 @@ def debian_tree(kernel: str) -> sources.Tree:
     if not Path(f'/usr/src/linux-source-{kernel}.tar.xz').exists():
         raise unittest.SkipTest(f'linux-source-{kernel} is not installed (make deps)')
     return sources.debian_tree(kernel, cache_dir())
+
+
+@functools.cache
+def stock_parser() -> Path:
+    """kunit.py's parser, from the first declared kernel's tree, for reading golden logs."""
+    return ktap.kunit_dir(debian_tree(kernels.names()[0]).path)
 
 
 def mini_tree(tree: sources.Tree, dest: Path, files: list[str]) -> Path:

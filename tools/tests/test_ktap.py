@@ -7,7 +7,7 @@ import unittest
 
 from kloc.kunit import junit, ktap
 
-from .helpers import DATA, golden
+from .helpers import DATA, golden, stock_parser
 
 
 def outline(doc: ktap.Document) -> str:
@@ -27,19 +27,20 @@ class GoldenLogs(unittest.TestCase):
         self.assertGreaterEqual(len(logs), 4)
         for log in logs:
             with self.subTest(log=log.name):
-                doc = ktap.parse(log.read_text())
+                doc = ktap.parse(log.read_text(), stock_parser())
                 golden(self, log.with_suffix('.outline').name, outline(doc))
 
     def test_passing_runs(self) -> None:
         for name in ('its-6.12-its1-pass', 'its-6.1-its1-pass'):
-            doc = ktap.parse((DATA / f'{name}.console').read_text())
+            doc = ktap.parse((DATA / f'{name}.console').read_text(), stock_parser())
             self.assertTrue(doc.ok, name)
-            self.assertEqual(doc.counts()[ktap.Status.PASS], 10)
-            self.assertEqual([s.name for s in doc.suites],
-                             ['irq_gic_v3_its_placement', 'irq_gic_v3_its_alloc_failure'])
+            self.assertEqual(doc.counts()[ktap.Status.PASS], 37)
+            self.assertEqual(sorted(s.name for s in doc.suites),
+                             ['irq_gic_v3_its_alloc_failure', 'irq_gic_v3_its_placement',
+                              'percpu_locality', 'percpu_locality_checker'])
 
     def test_crash_mid_suite(self) -> None:
-        doc = ktap.parse((DATA / 'its-6.12-crash.console').read_text())
+        doc = ktap.parse((DATA / 'its-6.12-crash.console').read_text(), stock_parser())
         self.assertFalse(doc.ok)
         crashed = [p for s in doc.suites for p, leaf in s.leaves()
                    if leaf.status == ktap.Status.CRASHED]
@@ -52,15 +53,16 @@ class GoldenLogs(unittest.TestCase):
                 ('mutant-unchecked-page-address-table',
                  'irq_gic_v3_its_alloc_failure.its_kunit_probe_fails_cleanly.64K flat'),
                 ('mutant-numa-unaware-lvl2',
-                 'irq_gic_v3_its_placement.its_kunit_probe_places_all_on_node.node 0')):
-            doc = ktap.parse((DATA / f'{name}.console').read_text())
+                 'irq_gic_v3_its_placement.its_kunit_probe_places_all_on_node.'
+                 '64K indirect on node 0')):
+            doc = ktap.parse((DATA / f'{name}.console').read_text(), stock_parser())
             self.assertFalse(doc.ok, name)
             leaves = dict(leaf for s in doc.suites for leaf in s.leaves())
             self.assertEqual(leaves[case].status, ktap.Status.FAIL, name)
             self.assertTrue(any('EXPECTATION FAILED' in x for x in leaves[case].log), name)
 
     def test_no_boot(self) -> None:
-        doc = ktap.parse((DATA / 'no-boot.console').read_text())
+        doc = ktap.parse((DATA / 'no-boot.console').read_text(), stock_parser())
         self.assertFalse(doc.found)
         self.assertFalse(doc.ok)
         self.assertIn('Kernel panic', '\n'.join(doc.trailing))
@@ -68,26 +70,43 @@ class GoldenLogs(unittest.TestCase):
     def test_skip_directive(self) -> None:
         text = ('KTAP version 1\n1..1\n    KTAP version 1\n    # Subtest: s\n    1..2\n'
                 '    ok 1 a # SKIP no ITS\n    not ok 2 b\nnot ok 1 s\n')
-        doc = ktap.parse(text)
+        doc = ktap.parse(text, stock_parser())
         leaves = dict(doc.suites[0].leaves())
         self.assertEqual(leaves['s.a'].status, ktap.Status.SKIP)
         self.assertEqual(leaves['s.a'].reason, 'no ITS')
         self.assertEqual(leaves['s.b'].status, ktap.Status.FAIL)
 
-    def test_missing_cases_fail_the_suite(self) -> None:
+    def test_missing_cases_are_crashed(self) -> None:
         text = ('KTAP version 1\n1..1\n    KTAP version 1\n    # Subtest: s\n    1..3\n'
                 '    ok 1 a\nok 1 s\n')
-        doc = ktap.parse(text)
-        self.assertEqual(doc.suites[0].status, ktap.Status.FAIL)
-        self.assertIn('2 of 3 planned', doc.suites[0].reason)
+        doc = ktap.parse(text, stock_parser())
+        self.assertFalse(doc.ok)
+        leaves = dict(doc.suites[0].leaves())
+        self.assertEqual(leaves['s.a'].status, ktap.Status.PASS)
+        # kunit.py records a nameless crashed case for each planned one that never came.
+        for k in (2, 3):
+            self.assertEqual(leaves[f's.(case {k} of 3: never ran)'].status,
+                             ktap.Status.CRASHED)
+
+    def test_corrupt_plan_and_long_lines_are_bounded(self) -> None:
+        """kunit_parser would make a placeholder per planned test (all memory for a
+        corrupt plan) and takes quadratic time on a long line: kloc bounds both."""
+        for plan in ('1..99999999999', '1..99999999 big', '1..' + '9' * 5000):
+            doc = ktap.parse(f'KTAP version 1\n{plan}\n', stock_parser())
+            self.assertEqual(len(doc.suites), ktap.PLAN_MAX, plan)
+            self.assertFalse(doc.ok)
+        doc = ktap.parse('KTAP version 1\n1..1\nok 1 ' + ' ' * 100000 + 'x\n', stock_parser())
+        self.assertEqual(len(doc.suites), 1)
 
 
 class JunitTest(unittest.TestCase):
     def test_golden_junit(self) -> None:
+        crash = (DATA / 'its-6.12-crash.console').read_text()
+        no_boot = (DATA / 'no-boot.console').read_text()
         runs = [junit.KunitRun('linux-6.12.0', 'arm64_2n_its1',
-                               ktap.parse((DATA / 'its-6.12-crash.console').read_text()), 1.5),
-                junit.KunitRun('linux-6.12.0', 'arm64_1n',
-                               ktap.parse((DATA / 'no-boot.console').read_text()), 0.5)]
+                               ktap.parse(crash, stock_parser()), 1.5),
+                junit.KunitRun('linux-6.12.0', 'arm64_1n', ktap.parse(no_boot, stock_parser()),
+                               0.5)]
         xml = junit.to_xml(runs)
         golden(self, 'crash-and-no-boot.junit.xml', xml)
         self.assertIn('name="boot [arm64_1n]"', xml)

@@ -37,7 +37,7 @@ from kloc.series.install import InstallPlan, Step
 from kloc.bench.store import ResultsError, BenchRun
 from kloc.series.changes import Change
 
-from .helpers import DATA
+from .helpers import DATA, stock_parser
 
 TOOLS = Path(__file__).resolve().parent.parent
 KEY = {'tree': 'linux-6.1 6.1.192', 'a': 'slub', 'b': 'slab'}
@@ -88,7 +88,8 @@ def kunit_run(kout: Path, kernel: str, console: str, topology: str = 'arm64_2n_i
     d.mkdir(parents=True, exist_ok=True)
     shutil.copy(DATA / console, d / f'{topology}.console')
     (d / f'{topology}.meta.json').write_text(json.dumps(
-        {'kernel': kernel, 'topology': topology, 'seconds': 12.5, 'kunit_py_exit': 0}))
+        {'kernel': kernel, 'topology': topology, 'seconds': 12.5, 'kunit_py_exit': 0,
+         'kunit_dir': str(stock_parser())}))
 
 
 def kloc(*args: str) -> subprocess.CompletedProcess[str]:

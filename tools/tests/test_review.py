@@ -22,7 +22,7 @@ from kloc.series.patching import HunkError
 from kloc.trees.sources import Tree
 from kloc.paths import PACKAGE_ROOT
 
-from .helpers import DATA, debian_tree, mini_tree
+from .helpers import DATA, debian_tree, mini_tree, stock_parser
 from .test_cli import kloc
 
 NOOP = PACKAGE_ROOT / 'selftests/lo_counters/review/noop.patch'
@@ -306,7 +306,7 @@ class StatusChanges(unittest.TestCase):
                 shutil.copy(DATA / console, run / 'arm64_2n_its1.console')
                 (run / 'arm64_2n_its1.meta.json').write_text(json.dumps(
                     {'kernel': 'linux-6.12', 'topology': 'arm64_2n_its1', 'seconds': 1.0,
-                     'kunit_py_exit': 0}))
+                     'kunit_py_exit': 0, 'kunit_dir': str(stock_parser())}))
             status_changes, totals = review.kunit_changes(Path(d) / 'base', Path(d) / 'patched')
         self.assertTrue(status_changes)
         self.assertTrue(all(c.base == 'PASS' and c.patched == 'FAIL' for c in status_changes))

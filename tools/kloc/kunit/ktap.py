@@ -1,17 +1,32 @@
 # SPDX-License-Identifier: GPL-2.0
-"""A small KTAP parser for kernel console logs.
+"""KUnit results from a kernel console log, read with kunit.py's own parser.
 
-It finds the KTAP document in a console log (printk timestamps and
-interleaved kernel messages allowed), and returns the tree of results. A
-test whose result line never came (an oops, a hang, a reboot) is CRASHED,
-with the console lines that followed its start as its log.
+The parser is tools/testing/kunit/kunit_parser.py of the kernel tree the
+log came from, so a case is PASS, FAIL, SKIP or CRASHED exactly as
+kunit.py says; this module turns its tree into the Result tree the
+reports use. It adds only what kunit_parser cannot give:
+- whether the console holds any KTAP at all: a kernel that never reached
+  KUnit has none, and its last lines are what a report shows;
+- SKIP reasons, which kunit_parser reads but drops;
+- a reason for each crashed case, and a name for each case a crash cut
+  off (kunit_parser records those nameless).
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import importlib
+import io
 import re
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from kloc.errors import KlocError
 
 
 class Status(enum.Enum):
@@ -70,153 +85,138 @@ class Document:
         return c[Status.FAIL] == 0 and c[Status.CRASHED] == 0
 
 
-# The KTAP patterns, defined here only (the runner's extract_ktap uses them).
+# Lines this module reads itself (the runner's extract_ktap uses them too).
 TIMESTAMP = re.compile(r'^\[\s*\d+\.\d+\]\s?')
 HEADER = re.compile(r'^(\s*)K?TAP version \d+')
+_SKIP = re.compile(r'^\s*(?:ok|not ok) \d+ (?:- )?(.*?) # SKIP ?(.*)$')
 
-_SUBTEST = re.compile(r'^(\s*)# Subtest: (.*)$')
-_PLAN = re.compile(r'^(\s*)1\.\.(\d{1,9})\s*$')    # a longer count is no plan
-_RESULT_START = re.compile(r'(\s*)(ok|not ok) (\d+)(.*)', re.DOTALL)
-_DIRECTIVE = re.compile(r'#\s*(\w+)\s*(.*)', re.DOTALL)
-# Deeper than this, a header or "# Subtest:" is a log line: KUnit nests 3 or 4
-# levels, and the tree is walked recursively.
-MAX_DEPTH = 64
+# No console line is longer (printk's limit is 1024 bytes). kunit_parser's
+# result-line expression takes quadratic time on long lines: it sees no more.
+LINE_MAX = 1024
 
-
-@dataclass(frozen=True)
-class _Line:
-    indent: int
-    ok: str              # 'ok' or 'not ok'
-    name: str
-    directive: str | None
-    reason: str
+# kunit_parser makes one placeholder per planned test that never came: a
+# corrupt plan line ("1..99999999999") would take all memory. No suite plans
+# this many.
+PLAN_MAX = 10000
+_PLAN = re.compile(r'^(.*?1\.\.)(\d+)(.*)$', re.DOTALL)   # as kunit_parser reads plans
 
 
-def _result(line: str) -> _Line | None:
-    """A result line: (indent)ok|not ok N[ -][ name][ # DIRECTIVE reason].
+def _bounded(line: str) -> str:
+    """The line as kunit_parser may safely see it."""
+    line = line[:LINE_MAX]
+    m = _PLAN.match(line)
+    if m and (len(m.group(2)) > 5 or int(m.group(2)) > PLAN_MAX):
+        return f'{m.group(1)}{PLAN_MAX}{m.group(3)}'
+    return line
 
-    In linear time: a regular expression for it backtracks quadratically on a
-    long run of spaces.
-    """
-    m = _RESULT_START.fullmatch(line)
-    if not m:
-        return None
-    rest = m.group(4)
-    pre, hash_, post = rest.partition('#')
-    directive: str | None = None
-    reason = ''
-    if hash_:
-        d = _DIRECTIVE.fullmatch(hash_ + post)
-        if not d:
-            return None
-        directive, reason = d.group(1), d.group(2)
-    if pre.startswith(' -') and (pre[2:3] in ('', ' ') or pre[2:].isspace()):
-        pre = pre[2:]
-    if pre.startswith(' '):
-        name = pre[1:]
-    elif pre == '' or pre.isspace():
-        name = ''
-    else:
-        return None
-    return _Line(len(m.group(1)), m.group(2), name.strip(), directive, reason.strip())
+
+CRASHED_REASON = 'no result line: the kernel crashed, hung or stopped'
+
+
+class ParserError(KlocError):
+    """kunit.py's parser is missing from the tree, or could not read a log."""
+
+
+def kunit_dir(tree: Path) -> Path:
+    """Where a kernel tree keeps kunit.py and its parser."""
+    return tree / 'tools' / 'testing' / 'kunit'
+
+
+_LOADED: dict[Path, ModuleType] = {}
+
+
+def _parser(where: Path) -> ModuleType:
+    """kunit_parser from one tree; each tree's copy is loaded on its own."""
+    where = where.resolve()
+    if where in _LOADED:
+        return _LOADED[where]
+    if not (where / 'kunit_parser.py').is_file():
+        raise ParserError(f'{where}/kunit_parser.py is missing: the results are read with '
+                          'the kernel tree\'s own kunit.py parser; point KDIR at a whole tree')
+    names = ('kunit_parser', 'kunit_printer')
+    saved = {n: sys.modules.pop(n) for n in names if n in sys.modules}
+    sys.path.insert(0, str(where))
+    try:
+        module = importlib.import_module('kunit_parser')
+    finally:
+        sys.path.remove(str(where))
+        for n in names:
+            sys.modules.pop(n, None)
+        sys.modules.update(saved)
+    _LOADED[where] = module
+    return module
+
+
+@contextlib.contextmanager
+def _quiet(module: ModuleType) -> Iterator[None]:
+    """kunit_parser prints its summary as it parses: keep it out of kloc's output."""
+    printer = getattr(module, 'stdout')
+    setattr(module, 'stdout', type(printer)(io.StringIO()))
+    try:
+        yield
+    finally:
+        setattr(module, 'stdout', printer)
 
 
 def _clean(line: str) -> str:
     return TIMESTAMP.sub('', line.rstrip('\r\n'))
 
 
-@dataclass
-class _Open:
-    indent: int
-    node: Result
-    pending: list[str] = field(default_factory=list)
-
-
-def parse(text: str) -> Document:
+def parse(text: str, where: Path) -> Document:
+    """The results in a console log, read by the kunit_parser in directory where."""
     lines = [_clean(x) for x in text.splitlines()]
-    start = next((i for i, x in enumerate(lines) if HEADER.match(x)), None)
-    if start is None:
+    if not any(HEADER.match(x) for x in lines):
         return Document(False, [], None, lines[-40:])
-    root = Result('(root)')
-    stack = [_Open(len(HEADER.match(lines[start]).group(1)), root)]  # type: ignore[union-attr]
-    trailing: list[str] = []
-    for line in lines[start + 1:]:
-        top = stack[-1]
-        deepest = len(stack) >= MAX_DEPTH
-        m = HEADER.match(line)
-        if m:
-            indent = len(m.group(1))
-            if indent > top.indent and not deepest:
-                stack.append(_Open(indent, Result('')))
-            continue
-        m = _SUBTEST.match(line)
-        if m and (len(m.group(1)) == top.indent
-                  or (len(m.group(1)) > top.indent and not deepest)):
-            if len(m.group(1)) > top.indent:
-                stack.append(_Open(len(m.group(1)), Result('')))
-            stack[-1].node.name = m.group(2).strip()
-            continue
-        m = _PLAN.match(line)
-        if m and len(m.group(1)) == top.indent:
-            top.node.planned = int(m.group(2))
-            continue
-        r = _result(line)
-        if r and r.indent <= top.indent:
-            indent = r.indent
-            pending_child: _Open | None = None
-            while len(stack) > 1 and stack[-1].indent > indent:
-                done = stack.pop()
-                if stack[-1].indent <= indent and pending_child is None:
-                    pending_child = done      # the subtest this line closes
-                else:
-                    _crashed(done, stack[-1])
-            parent = stack[-1]
-            name = r.name
-            status = _status(r.ok, r.directive)
-            reason = r.reason
-            if pending_child is not None:
-                node = pending_child.node
-                node.name = node.name or name
-                node.log = node.log + pending_child.pending
-            else:
-                node = Result(name, log=parent.pending)
-            node.status = status
-            node.reason = reason
-            parent.pending = []
-            parent.node.children.append(node)
-            trailing = []
-            continue
-        # Diagnostics and console noise belong to the innermost open test.
-        stack[-1].pending.append(line)
-        trailing.append(line)
-    # Whatever is still open never finished.
-    while len(stack) > 1:
-        done = stack.pop()
-        _crashed(done, stack[-1])
-    _mark_missing(root)
-    return Document(True, root.children, root.planned, trailing[-40:])
+    module = _parser(where)
+    try:
+        with _quiet(module):
+            main = module.parse_run_tests(_bounded(line) + '\n' for line in text.splitlines())
+    except (RecursionError, ValueError) as e:     # deep nesting; a 5000-digit plan
+        raise ParserError(f'kunit.py\'s parser gave up on this log: {e}') from e
+    skips = [(m.group(1).strip(), m.group(2).strip())
+             for m in map(_SKIP.match, lines) if m]
+    suites = [_convert(t, module, skips, k, len(main.subtests), 'suite')
+              for k, t in enumerate(main.subtests, 1)]
+    planned = main.expected_count if isinstance(main.expected_count, int) else None
+    return Document(True, suites, planned, [])
 
 
-def _crashed(done: _Open, parent: _Open) -> None:
-    node = done.node
-    node.log = node.log + done.pending
-    node.status = Status.CRASHED
-    node.reason = 'no result line: the kernel crashed, hung or stopped'
-    parent.node.children.append(node)
-
-
-def _status(ok: str, directive: str | None) -> Status:
-    if directive and directive.upper() == 'SKIP':
+def _status(test: Any, module: ModuleType) -> Status:
+    s = module.TestStatus
+    if test.status == s.SUCCESS:
+        return Status.PASS
+    if test.status == s.SKIPPED:
         return Status.SKIP
-    return Status.PASS if ok == 'ok' else Status.FAIL
+    if test.status == s.TEST_CRASHED:
+        return Status.CRASHED
+    return Status.FAIL      # FAILURE, NO_TESTS, FAILURE_TO_PARSE_TESTS
 
 
-def _mark_missing(node: Result) -> None:
-    """A parent that ended early with planned > seen: count the rest as crashed."""
-    for c in node.children:
-        _mark_missing(c)
-    if node.planned is not None and node.children and len(node.children) < node.planned:
-        if node.status == Status.PASS:
-            node.status = Status.FAIL
-        missing = node.planned - len(node.children)
-        node.reason = node.reason or f'{missing} of {node.planned} planned subtests never ran'
+def _convert(test: Any, module: ModuleType, skips: list[tuple[str, str]],
+             number: int, of: int, kind: str = 'case') -> Result:
+    """One kunit_parser Test, its subtests first, as a Result."""
+    children = [_convert(c, module, skips, k, len(test.subtests))
+                for k, c in enumerate(test.subtests, 1)]
+    log = [str(x) for x in test.log]
+    for c in children:
+        # kunit_parser gives a parameterised case's messages to the case, not
+        # to the parameter that failed: let a failed one show them.
+        if c.status == Status.FAIL and not c.log and not c.children:
+            c.log = log
+    status = _status(test, module)
+    name = str(test.name)
+    reason = ''
+    if status == Status.SKIP:
+        # Result lines come in the order kunit_parser finishes tests: ours too.
+        while skips:
+            skipped, why = skips.pop(0)
+            if skipped == name:
+                reason = why
+                break
+    elif status == Status.CRASHED:
+        reason = CRASHED_REASON
+        if not name and not test.log:
+            name = f'({kind} {number} of {of}: never ran)'
+            reason = 'never ran: the run stopped before it'
+    planned = test.expected_count if isinstance(test.expected_count, int) else None
+    return Result(name, status, reason, log, children, planned)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kloc import progress
-from kloc.kunit import ktap, suites
+from kloc.kunit import diagnostics, ktap, suites
 from kloc.qemu import arches, topology
 from kloc.atomicfile import write_text
 from kloc.kunit.junit import KunitRun
@@ -121,7 +120,18 @@ def build(job: Job, arch: str) -> None:
     if rc != 0:
         raise KunitError(f'{job.tree.label}: the kernel did not build (kunit.py exited {rc}); '
                          f'{disk_full_hint(log)}last lines of {log}:\n{tail(log)}')
+    warnings = suite_warnings(log.read_text(errors='replace'))
+    if warnings:
+        raise KunitError(f'{job.tree.label}: the kernel built, but modpost warns about the '
+                         f'suites\' code (see {log}):\n' + '\n'.join(warnings))
     progress.say(f'{job.tree.label}: {arch} kernel built in {time.monotonic() - start:.0f} s')
+
+
+def suite_warnings(build_log: str) -> list[str]:
+    """modpost's warnings (section mismatches, say) that name a suite's function."""
+    prefixes = suites.symbol_prefixes()
+    return [line for line in build_log.splitlines()
+            if line.startswith('WARNING: modpost:') and any(p in line for p in prefixes)]
 
 
 def probe_kvm(job: Job, arch: str) -> None:
@@ -163,10 +173,10 @@ def extract_ktap(console: str) -> str:
     return ''
 
 
-def _diagnostics(doc: ktap.Document, pattern: str) -> list[int]:
-    """Every integer that the regex's first group matched in any case's log."""
-    return [int(m.group(1)) for s in doc.suites for _, leaf in s.leaves()
-            for line in leaf.log for m in [re.search(pattern, line)] if m]
+def _diagnostics(doc: ktap.Document, key: str) -> list[int]:
+    """Every value of one key in the suites' "kloc:" lines (see diagnostics.py)."""
+    return diagnostics.integers((line for s in doc.suites for _, leaf in s.leaves()
+                                 for line in leaf.log), key)
 
 
 def _expect(name: str, seen: list[int], want: int, what: str) -> ktap.Result:
@@ -183,11 +193,11 @@ def _expect(name: str, seen: list[int], want: int, what: str) -> ktap.Result:
 
 def check_topology(doc: ktap.Document, topo: topology.Topology) -> ktap.Result:
     """Did the kernel see the machine the topology describes?"""
-    cases = [_expect('online_nodes', _diagnostics(doc, r'CPUs, (\d+) online nodes'),
+    cases = [_expect('online_nodes', _diagnostics(doc, diagnostics.ONLINE_NODES),
                      len(topo.nodes), 'online nodes')]
     if topo.arch == 'arm64':
         cases.append(_expect('its_numa_node_from_dtb',
-                             _diagnostics(doc, r'ITS@\S+ numa_node (-?\d+)'),
+                             _diagnostics(doc, diagnostics.ITS_NUMA_NODE),
                              -1 if topo.its_node is None else topo.its_node,
                              'ITS numa_node'))
     bad = any(c.status == ktap.Status.FAIL for c in cases)
@@ -215,7 +225,8 @@ def run_topology(job: Job, name: str) -> KunitRun:
     meta = out / f'{name}.meta.json'
     write_text(meta, json.dumps(
         {'kernel': job.tree.label, 'topology': name, 'seconds': round(seconds, 2),
-         'kunit_py_exit': rc}, indent=1) + '\n')
+         'kunit_py_exit': rc, 'kunit_dir': str(ktap.kunit_dir(job.tree.path))},
+        indent=1) + '\n')
     result = load_run(meta)
     c = result.doc.counts()
     progress.say(f'{job.tree.label} {name}: ' + ', '.join(
@@ -228,7 +239,11 @@ def load_run(meta: Path) -> KunitRun:
     """A run recorded as <topology>.meta.json and <topology>.console."""
     m = json.loads(meta.read_text())
     console = meta.with_name(f'{m["topology"]}.console')
-    doc = ktap.parse(console.read_text(errors='replace') if console.exists() else '')
+    if 'kunit_dir' not in m:
+        raise KunitError(f'{meta}: written by an older kloc, it does not say which tree\'s '
+                         'kunit.py parser reads its console; run make kunit again')
+    doc = ktap.parse(console.read_text(errors='replace') if console.exists() else '',
+                     Path(m['kunit_dir']))
     if doc.found:
         doc.suites.append(check_topology(doc, topology.get(m['topology'])))
     return KunitRun(m['kernel'], m['topology'], doc, float(m['seconds']))

@@ -23,6 +23,7 @@ class Suite:
     changes: tuple[str, ...]        # its change directories, in kunit/series order
     lint_objects: tuple[str, ...]   # built with W=1 C=2 by make lint (arm64)
     mutant_topology: str            # where its mutants run
+    symbol_prefix: str = ''         # of its C functions, for build-warning checks
 
     @property
     def path(self) -> Path:
@@ -44,9 +45,9 @@ class Suite:
 
 SUITES = (
     Suite('its', 'kunit', ('arm64',), 'kunit/its', ('kunit/its/0001-seam', 'kunit/its/0002-kunit'),
-          ('drivers/irqchip/irq-gic-v3-its.o',), 'arm64_2n_its1'),
+          ('drivers/irqchip/irq-gic-v3-its.o',), 'arm64_2n_its1', 'its_kunit_'),
     Suite('percpu', 'kunit', ('arm64', 'x86_64'), 'kunit/percpu', ('kunit/percpu/0001-kunit',),
-          ('mm/percpu_locality_kunit.o',), 'arm64_2n_its1'),
+          ('mm/tests/percpu_locality_kunit.o',), 'arm64_2n_its1', 'pcpu_kunit_'),
     Suite('lo_counters', 'kselftest', ('arm64', 'x86_64'), 'selftests/lo_counters',
           ('selftests/lo_counters/change',), (), 'x86_64_2n'),
 )
@@ -65,3 +66,8 @@ def lint_objects() -> tuple[str, ...]:
 def mutant_topology(kind: str) -> str:
     """The topology the mutants of one kind run on (one per kind)."""
     return next(s.mutant_topology for s in SUITES if s.mutant_kind == kind)
+
+
+def symbol_prefixes() -> tuple[str, ...]:
+    """The prefixes of the KUnit suites' C functions."""
+    return tuple(s.symbol_prefix for s in SUITES if s.symbol_prefix)
