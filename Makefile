@@ -24,7 +24,8 @@ opt = $(if $(2),$(1) $(call q,$(2)))
 FORCE_OPT = $(if $(filter-out 0,$(FORCE)),--force)
 TREE  = $(call opt,--kernel,$(KERNEL)) $(call opt,--kdir,$(KDIR)) $(FORCE_OPT)
 NUMBERS = $(call opt,--timeout,$(TIMEOUT)) $(call opt,--runs,$(RUNS)) \
-	$(call opt,--seconds,$(SECONDS)) $(call opt,--alpha,$(ALPHA)) $(call opt,--mde,$(MDE))
+	$(call opt,--seconds,$(SECONDS)) $(call opt,--alpha,$(ALPHA)) $(call opt,--mde,$(MDE)) \
+	$(call opt,--counted,$(COUNTED))
 
 .PHONY: help deps tree install uninstall patches kunit kselftest guest compare review bench-aa mutants report run test \
 	check-tools lint clean
@@ -81,7 +82,8 @@ kunit: deps
 guest: deps
 	@$(KLOC) guest $(TREE) --arch $(call q,$(or $(ARCH),x86_64)) \
 		--alloc $(call q,$(or $(ALLOC),slub)) --topology $(call q,$(or $(TOPOLOGY),x86_64_2n)) \
-		$(call opt,--timeout,$(TIMEOUT)) $(call opt,--seconds,$(SECONDS)) --out $(call q,$(OUT))
+		$(call opt,--timeout,$(TIMEOUT)) $(call opt,--seconds,$(SECONDS)) \
+		$(call opt,--counted,$(COUNTED)) --out $(call q,$(OUT))
 
 compare: deps
 	@$(KLOC) compare $(TREE) --arch $(call q,$(or $(ARCH),x86_64)) \

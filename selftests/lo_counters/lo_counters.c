@@ -45,6 +45,7 @@
 #define MAX_BATCH	256
 #define MAX_PAYLOAD	1472
 #define MAX_SECONDS	3600
+#define MAX_COUNT	1000000000L
 #define MAX_NODES	64
 #define BASE_PORT	20000
 
@@ -56,6 +57,14 @@ struct options {
 	int nr_cpus;
 	int cpus[MAX_THREADS];
 	const char *json;
+	long count;	/* -n: datagrams each thread sends per window; 0: by time */
+};
+
+/* With -n, the workers that reached the count, and how main learns it. */
+struct quota {
+	pthread_mutex_t lock;
+	pthread_cond_t done;
+	int reached;
 };
 
 struct worker {
@@ -66,6 +75,7 @@ struct worker {
 	const struct options *opt;
 	bool *measuring;	/* read with __atomic_load_n() */
 	bool *stop;
+	struct quota *quota;
 	__u64 sent;		/* every datagram sendmmsg() accepted */
 	__u64 measured;	/* those sent inside the measuring window */
 	int error;		/* an errno, from the call named below */
@@ -205,6 +215,14 @@ static void *worker_fn(void *arg)
 			if (__atomic_load_n(w->measuring, __ATOMIC_RELAXED))
 				w->measured += n;
 		}
+		if (w->opt->count && (long)w->measured >= w->opt->count) {
+			/* -n: this thread's share of the window is sent */
+			pthread_mutex_lock(&w->quota->lock);
+			w->quota->reached++;
+			pthread_cond_signal(&w->quota->done);
+			pthread_mutex_unlock(&w->quota->lock);
+			break;
+		}
 		while (recvmmsg(rxfd, rx, w->opt->batch, MSG_DONTWAIT, NULL) > 0)
 			;
 	}
@@ -230,11 +248,33 @@ out:
  */
 enum { PHASE_ONE_THREAD = 1, PHASE_ALL_CPUS = 2 };
 
+/* -n: wait until every started thread sent its count, or until the deadline. */
+static void wait_quota(struct quota *q, int threads, double deadline)
+{
+	struct timespec ts = {
+		.tv_sec = (time_t)deadline,
+		.tv_nsec = (long)((deadline - (time_t)deadline) * 1e9),
+	};
+
+	pthread_mutex_lock(&q->lock);
+	while (q->reached < threads &&
+	       pthread_cond_timedwait(&q->done, &q->lock, &ts) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&q->lock);
+}
+
 static void run_phase(const struct options *opt, struct phase *ph, unsigned int phase)
 {
 	bool measuring = false, stop = false;
+	struct quota quota = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	pthread_condattr_t attr;
 	double start, end;
 	int i;
+
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&quota.done, &attr);
+	pthread_condattr_destroy(&attr);
 
 	ph->started = 0;
 	ph->create_err = 0;
@@ -247,6 +287,7 @@ static void run_phase(const struct options *opt, struct phase *ph, unsigned int 
 		ph->w[i].opt = opt;
 		ph->w[i].measuring = &measuring;
 		ph->w[i].stop = &stop;
+		ph->w[i].quota = &quota;
 	}
 	for (i = 0; i < ph->n; i++) {
 		ph->create_err = pthread_create(&ph->w[i].thread, NULL, worker_fn, &ph->w[i]);
@@ -259,7 +300,10 @@ static void run_phase(const struct options *opt, struct phase *ph, unsigned int 
 		__atomic_store_n(&measuring, true, __ATOMIC_RELAXED);
 		kloc_mark_start(phase);
 		start = now();
-		sleep_until(start + opt->seconds);
+		if (opt->count)
+			wait_quota(&quota, ph->started, start + opt->seconds);
+		else
+			sleep_until(start + opt->seconds);
 		kloc_mark_end(phase);
 		__atomic_store_n(&measuring, false, __ATOMIC_RELAXED);
 		end = now();
@@ -268,6 +312,7 @@ static void run_phase(const struct options *opt, struct phase *ph, unsigned int 
 	__atomic_store_n(&stop, true, __ATOMIC_RELAXED);
 	for (i = 0; i < ph->started; i++)
 		pthread_join(ph->w[i].thread, NULL);
+	pthread_cond_destroy(&quota.done);
 }
 
 /* lo's packet counters, as the kernel sums them, through RTM_GETLINK. */
@@ -338,9 +383,11 @@ static int lo_up(void)
 static void print_help(FILE *f)
 {
 	fprintf(f, "usage: " PROG " [-t threads] [-c cpu,...] [-d secs] [-w warmup]");
-	fprintf(f, " [-s payload] [-b batch] [-j file|-]\n");
+	fprintf(f, " [-s payload] [-b batch] [-n count] [-j file|-]\n");
 	fprintf(f, "  -t 1..CPUs  -d (0, %d] s  -w [0, %d] s  -s 1..%d bytes  -b 1..%d\n",
 		MAX_SECONDS, MAX_SECONDS, MAX_PAYLOAD, MAX_BATCH);
+	fprintf(f, "  -n 1..%ld: each thread sends that many datagrams per window, which\n"
+		"     ends when all have (-d is then the longest it may take)\n", MAX_COUNT);
 }
 
 /* s, all of it, as a base-10 integer in [min, max]. */
@@ -434,7 +481,7 @@ static int parse(int argc, char **argv, struct options *opt)
 		return -1;
 	}
 	opterr = 0;
-	while ((c = getopt(argc, argv, ":t:c:d:w:s:b:j:h")) != -1) {
+	while ((c = getopt(argc, argv, ":t:c:d:w:s:b:n:j:h")) != -1) {
 		switch (c) {
 		case 't':
 			threads = optarg;	/* checked against the CPUs below */
@@ -466,6 +513,11 @@ static int parse(int argc, char **argv, struct options *opt)
 				return usage_error(c, optarg, "the batch must be 1..%d datagrams",
 						   MAX_BATCH);
 			opt->batch = val;
+			break;
+		case 'n':
+			if (!parse_long(optarg, 1, MAX_COUNT, &opt->count))
+				return usage_error(c, optarg, "the count must be 1..%ld datagrams",
+						   MAX_COUNT);
 			break;
 		case 'j':
 			opt->json = optarg;
@@ -644,6 +696,7 @@ static void write_json(FILE *json, const struct measurement *m, const struct opt
 
 	fprintf(json, "{\"payload\": %d, \"batch\": %d, \"seconds\": %.3f, ",
 		opt->payload, opt->batch, m->all.secs);
+	fprintf(json, "\"count\": %ld, ", opt->count);
 	fprintf(json, "\"threads\": %d, \"pps_single\": %.0f, \"pps_total\": %.0f, ",
 		m->all.n, f->pps1, f->ppsn);
 	fprintf(json, "\"scaling_efficiency\": %.4f, \"sent\": %llu, ", f->eff,

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from kloc import defaults, progress
+from kloc import counting, defaults, progress
 from kloc.bench import compare, plot, stats
+from kloc.bench.interleave import COUNTED_SLOWDOWN, counted_args
 from kloc.guests import guest
 from kloc.kunit import junit, runner, suites, summary
 from kloc.mutants import mutants
@@ -177,6 +178,23 @@ def cmd_guest(args: argparse.Namespace) -> int:
         print(f'{g.name}: FAILED RUN: {r.why}\n--- console tail ---\n{r.console_tail}')
         return 1
     print(f'{g.name} on {topo.name}: {r.seconds:.1f} s; ' + json.dumps(r.record))
+    plugin = counting.build_plugin() if args.counted else None
+    if plugin:
+        counting.check_plugin_matches_qemu(plugin)
+        initrd = guest.initramfs(binary, counted_args(), out / 'initramfs-counted.gz',
+                                 args.arch)
+    for k in range(1, args.counted + 1):
+        progress.say(f'{g.name}: counted boot {k}/{args.counted} under the QEMU plugin')
+        log = out / f'counted-{k}.log'
+        c = guest.run(g, initrd, topo, args.timeout * COUNTED_SLOWDOWN, log, plugin)
+        if not c.ok:
+            print(f'{g.name}: FAILED COUNTED BOOT: {c.why}\n--- console tail ---\n'
+                  f'{c.console_tail}')
+            return 1
+        assert c.record is not None
+        figures = c.record['counted']
+        print(f'{g.name} counted boot {k}: {c.seconds:.1f} s ({c.seconds / r.seconds:.1f}x the '
+              f'timed boot); ' + json.dumps(figures) + f'; counts in {c.record["counts_file"]}')
     return 0
 
 
@@ -185,7 +203,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve() / 'compare' / f'{tree.label}-{args.arch}-{args.a}-{args.b}'
     opts = compare.CompareOptions(args.arch, args.topology or compare.default_topology(args.arch),
                                   args.a, args.b, args.runs, args.seconds, args.alpha,
-                                  args.timeout, out, args.mde)
+                                  args.timeout, out, args.mde, args.counted)
+    _check_counted(args.counted, args.alpha)
     install_into(tree, args)
     print(compare.run(tree, opts), end='')
     print(f'Files: {out}/compare.txt, compare.json, compare.svg; runs in {out}/runs.jsonl')
@@ -207,7 +226,8 @@ def cmd_review(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve() / 'review' / name
     opts = review.ReviewOptions(names, args.bench_topology, args.runs, args.seconds, args.alpha,
                                 args.timeout, args.jobs, out, kunit=not args.no_kunit, aa=args.aa,
-                                force=args.force, mde=args.mde)
+                                force=args.force, mde=args.mde, counted=args.counted)
+    _check_counted(args.counted, args.alpha)
     checked = review.check(tree, None if args.aa else patch, args.force)
     guest.check_space(cache_dir())
     outcome = review.run(tree, patch, opts, cache_dir(), checked)
@@ -216,7 +236,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     write_text(out / 'review.json', json.dumps(reporting.to_json(outcome, opts),
                                                indent=1) + '\n')
     write_text(out / 'review.svg', plot.render(
-        outcome.diffs, 'base', 'patched', f'review: {text.splitlines()[2][7:60]}'))
+        reporting.all_diffs(outcome), 'base', 'patched', f'review: {text.splitlines()[2][7:60]}'))
     print(text, end='')
     print(f'\nFiles: {out}/report.txt, review.json, review.svg; runs in {out}/runs.jsonl')
     return 0
@@ -254,6 +274,13 @@ def _check_power(runs: int, alpha: float) -> None:
             f'the smallest two-sided Mann-Whitney p is {p:.3g}, {PRIMARY_FIGURES * p:.3g} '
             f'after Holm over the {PRIMARY_FIGURES} primary figures, above ALPHA={alpha:g}; '
             f'use RUNS={need} or more')
+
+
+def _check_counted(counted: int, alpha: float) -> None:
+    """Refuse a COUNTED with which Welch's test can never be significant."""
+    if counted == 1:
+        raise defaults.OptionError('COUNTED=1 gives no spread to test: use COUNTED=3 (or 2 '
+                                   'and more), or 0 for no counted boots')
 
 
 def option(sp: argparse.ArgumentParser, command: str, dest: str) -> None:
@@ -364,12 +391,14 @@ COMMANDS = (
     Command('kunit', cmd_kunit, 'KUnit on every topology', numbers=('jobs', 'timeout'),
             extra=_kunit_opts),
     Command('mutants', cmd_mutants, 'each mutant must be caught', numbers=('jobs', 'timeout')),
-    Command('guest', cmd_guest, 'one guest, the kselftest once', numbers=('seconds', 'timeout'),
+    Command('guest', cmd_guest, 'one guest, the kselftest once',
+            numbers=('seconds', 'timeout', 'counted'),
             extra=_guest_opts),
     Command('compare', cmd_compare, 'SLUB against SLAB guests, interleaved',
-            numbers=('runs', 'seconds', 'alpha', 'mde', 'timeout'), extra=_compare_opts),
+            numbers=('runs', 'seconds', 'alpha', 'mde', 'counted', 'timeout'),
+            extra=_compare_opts),
     Command('review', cmd_review, 'a patched kernel against its base',
-            numbers=('runs', 'seconds', 'alpha', 'mde', 'jobs', 'timeout'),
+            numbers=('runs', 'seconds', 'alpha', 'mde', 'counted', 'jobs', 'timeout'),
             extra=_review_opts),
     Command('report', cmd_report, 'merge the KUnit results; the summary', tree=False),
     Command('registry', cmd_registry, 'the declared kernels, arches and suites, for scripts',

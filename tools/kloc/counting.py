@@ -508,6 +508,33 @@ def parse_counts(text: str) -> Counts:
         raise CountingError(f'the plugin output cannot be read: {e}') from None
 
 
+# The kselftest's windows (selftests/lo_counters/lo_counters.c)
+PHASE_SINGLE = 1    # one thread
+PHASE_ALL = 2       # one thread per CPU
+
+
+def per_packet(counts: Counts, record: dict[str, object]) -> dict[str, float]:
+    """The counted figures of one boot, per packet the kselftest sent in each window.
+
+    record: the kselftest's JSON record of the same boot (its packets).
+    """
+    single, every = counts.phase(PHASE_SINGLE), counts.phase(PHASE_ALL)
+    per_cpu = record.get('per_cpu')
+    n1 = record.get('measured_single')
+    n2 = sum(int(c['measured']) for c in per_cpu if isinstance(c, dict)) \
+        if isinstance(per_cpu, list) else 0
+    if not isinstance(n1, int) or n1 <= 0 or n2 <= 0:
+        raise CountingError('the kselftest record gives no packets for its windows '
+                            '(measured_single, per_cpu[].measured)')
+    out = {}
+    for suffix, phase, n in (('single', single, n1), ('all', every, n2)):
+        out[f'insns_pkt_{suffix}'] = phase.total('insns') / n
+        out[f'shared_pkt_{suffix}'] = phase.total('shared') / n
+        out[f'transfers_pkt_{suffix}'] = phase.total('transfers') / n
+        out[f'remote_pct_{suffix}'] = 100 * phase.remote_share
+    return out
+
+
 def read_counts(path: Path) -> Counts:
     """The plugin's JSON; its absence means QEMU did not exit cleanly."""
     try:

@@ -67,6 +67,10 @@ OPTIONS = (
            high=100, low_open=True),
     Option('JOBS', 'jobs', 'parallel build jobs', (('*', 'nproc'),), low=1, high=4096,
            integer=True),
+    Option('COUNTED', 'counted', 'boots a side under the QEMU counting plugin, after the '
+           'timed runs (0: none; 3 judge instructions per packet)',
+           (('compare', '0'), ('review', '0'), ('guest', '0')),
+           low=0, high=1000, integer=True),
 )
 
 BY_DEST = {o.dest: o for o in OPTIONS}

@@ -291,6 +291,21 @@ class Output(unittest.TestCase):
         with self.assertRaisesRegex(counting.CountingError, 'cannot be read'):
             counting.parse_counts('{"plugin": "kloc-count"}')
 
+    def test_per_packet(self) -> None:
+        doc = json.loads(json.dumps(OUTPUT))
+        one = doc['phases'][0]
+        doc['phases'] = [dict(one, phase=1), dict(one, phase=2)]
+        c = counting.parse_counts(json.dumps(doc))
+        record = {'measured_single': 11, 'per_cpu': [{'measured': 10}, {'measured': 12}]}
+        f = counting.per_packet(c, record)
+        self.assertAlmostEqual(f['insns_pkt_single'], 22 / 11)
+        self.assertAlmostEqual(f['insns_pkt_all'], 22 / 22)
+        self.assertAlmostEqual(f['shared_pkt_all'], 4 / 22)
+        self.assertAlmostEqual(f['transfers_pkt_single'], 4 / 11)
+        self.assertAlmostEqual(f['remote_pct_all'], 50.0)
+        with self.assertRaisesRegex(counting.CountingError, 'gives no packets'):
+            counting.per_packet(c, {'measured_single': 0, 'per_cpu': []})
+
     def test_missing_output(self) -> None:
         with self.assertRaisesRegex(counting.CountingError, 'did not exit cleanly'):
             counting.read_counts(Path('/nonexistent/counts.json'))

@@ -8,6 +8,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
+from kloc import counting
 from kloc.guests import guest
 from kloc.qemu import topology
 from kloc.trees.sources import Tree
@@ -32,6 +33,23 @@ class MachineCheck(unittest.TestCase):
         one_node: dict[str, object] = {'per_cpu': [{'cpu': c, 'node': 0, 'pps': 1}
                                                    for c in range(4)]}
         self.assertIn('CONFIG_NUMA', guest.check_machine(one_node, topo))
+
+
+class CountedCommand(unittest.TestCase):
+    def test_tcg_one_thread_icount_and_no_kaslr(self) -> None:
+        g = guest.Guest(tree('6.12.57'), 'x86_64', 'slub')
+        topo = topology.get('x86_64_2n')
+        plugin = counting.Plugin(Path('/p/kloc-count.so'), '1:7.2', 1, False)
+        cmd = guest.counted_command(g, Path('/i.gz'), topo, plugin, Path('/c.json'))
+        self.assertEqual(cmd[cmd.index('-accel') + 1], 'tcg,thread=single')
+        self.assertEqual(cmd.count('-accel'), 1)
+        self.assertEqual(cmd[cmd.index('-icount') + 1], 'shift=0,sleep=off')
+        self.assertIn('nokaslr', cmd[cmd.index('-append') + 1])
+        self.assertTrue(cmd[cmd.index('-plugin') + 1].startswith('/p/kloc-count.so,'))
+        timed = guest.qemu_command(g, Path('/i.gz'), topo)
+        self.assertNotIn('nokaslr', timed[timed.index('-append') + 1])
+        self.assertNotIn('-icount', timed)
+        self.assertNotIn('-plugin', timed)
 
 
 class GuestRequest(unittest.TestCase):

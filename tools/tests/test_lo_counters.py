@@ -196,6 +196,11 @@ class BadOptions(unittest.TestCase):
             self.refused(['-b', value], f'lo_counters: -b {value}: the batch must be '
                          '1..256 datagrams')
 
+    def test_count(self) -> None:
+        for value in ('0', '-5', 'abc', '2000000000'):
+            self.refused(['-n', value], f'lo_counters: -n {value}: the count must be '
+                         '1..1000000000 datagrams')
+
     def test_json_file_that_cannot_be_written(self) -> None:
         self.refused(['-j', '/nonexistent/dir/x.json'],
                      'lo_counters: -j /nonexistent/dir/x.json: cannot write it')
@@ -254,6 +259,25 @@ class RealRun(unittest.TestCase):
         self.assertLess(record['seconds'], 2.0)
         got = metrics.extract(record)
         self.assertGreater(got['pps_total'], 0)
+
+    def test_a_fixed_count_per_window(self) -> None:
+        """-n: each thread sends that many datagrams (to a batch) in each window,
+        whatever the time; -d only caps it. Counted boots use this."""
+        threads = min(2, len(allowed_cpus()))
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / 'lo.json'
+            r = Run(['-n', '3000', '-d', '30', '-w', '0.05', '-b', '32', '-t', str(threads),
+                     '-j', str(out)])
+            need_netns(r)
+            self.assertEqual(r.rc, 0, str(r))
+            record = json.loads(out.read_text())
+        self.assertEqual(record['count'], 3000)
+        for measured in [record['measured_single']] + [c['measured']
+                                                       for c in record['per_cpu']]:
+            self.assertGreaterEqual(measured, 3000, record)
+            self.assertLess(measured, 3000 + 32, record)
+        self.assertLess(record['seconds'], 30, 'the window waited for -d, not the count')
+        self.assertIs(record['counters_ok'], True)
 
     def test_json_on_stdout(self) -> None:
         r = Run([*SHORT, '-t', '1', '-j', '-'])

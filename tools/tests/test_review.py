@@ -341,7 +341,8 @@ class Report(unittest.TestCase):
         self.assertTrue(all(len(line) < 72 for line in text.splitlines()), text)
         for want in ('Patch: [PATCH] loopback: spin', 'Base:    Linux 6.12',
                      'arm64_2n_its1: PASS -> FAIL', 'regression (significant at alpha = 0.05)',
-                     '<bzImage>', 'Verdict: regression in 2 of 3 figures (1 thread, all CPUs)',
+                     '<bzImage>',
+                     'Verdict: regression in 2 of 3 timed figures (1 thread, all CPUs)',
                      'guest-base.config'):
             self.assertIn(want, text)
         doc = reporting.to_json(o, opts)

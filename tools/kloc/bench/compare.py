@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kloc import progress
-from kloc.bench import interleave, metrics, plot, tables
+from kloc.bench import counted as counted_runs, interleave, metrics, plot, tables
 from kloc.guests import guest
 from kloc.qemu import topology
 from kloc.atomicfile import write_text
@@ -32,6 +32,7 @@ class CompareOptions:
     timeout: int
     out: Path
     mde: float = 3.6       # the change of interest, percent
+    counted: int = 0       # counted boots a side (QEMU plugin); 0: none
 
 
 def default_topology(arch: str) -> str:
@@ -53,7 +54,7 @@ def prepare(tree: Tree, opts: CompareOptions) -> interleave.AbPlan:
 
 def run(tree: Tree, opts: CompareOptions) -> str:
     """Run (or resume) the comparison; write its files; return the table."""
-    plan = prepare(tree, opts)
+    plan = counted_runs.with_plugin(prepare(tree, opts), opts.counted)
     progress.say(f'{opts.runs} runs a side, {opts.a} and {opts.b} interleaved, on '
                  f'{plan.topology.name} ({plan.topology.about})')
     store = interleave.run(plan)
@@ -67,14 +68,22 @@ def run(tree: Tree, opts: CompareOptions) -> str:
             f'topology {plan.topology.name}: {plan.topology.about}',
             f'selftest: lo_counters {" ".join(interleave.selftest_args(opts.seconds))}', '']
     text = '\n'.join(head) + '\n' + tables.render(diffs, opts.a, opts.b, opts.alpha)
+    counted = counted_runs.run(plan, opts.alpha, opts.mde) if plan.counted else None
+    if counted:
+        text += '\n' + counted_runs.report(counted, opts.a, opts.b, opts.alpha)
     write_text(opts.out / 'compare.txt', text)
     doc = {'key': plan.key, 'runs_per_side': opts.runs, 'alpha': opts.alpha,
            'failed_runs': {opts.a: len(store.failed_runs('a')),
                            opts.b: len(store.failed_runs('b'))},
            'qemu_command': qemu, 'results_file': str(store.path),
-           'figures': tables.to_json(diffs, opts.a, opts.b, opts.alpha)}
+           'figures': tables.to_json(diffs, opts.a, opts.b, opts.alpha),
+           'counted': None if not counted else {
+               'runs_per_side': counted.runs, 'results_file': str(counted.store.path),
+               'figures': tables.to_json(counted.diffs, opts.a, opts.b, opts.alpha),
+               'contended_lines': counted.attribution}}
     write_text(opts.out / 'compare.json', json.dumps(doc, indent=1) + '\n')
+    title = (f'{opts.a} vs {opts.b}, Linux {tree.version} {opts.arch}, '
+             f'{plan.topology.name}, {opts.runs} runs a side')
     write_text(opts.out / 'compare.svg', plot.render(
-        diffs, opts.a, opts.b, f'{opts.a} vs {opts.b}, Linux {tree.version} {opts.arch}, '
-        f'{plan.topology.name}, {opts.runs} runs a side'))
+        diffs + (counted.diffs if counted else []), opts.a, opts.b, title))
     return text

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kloc import progress
+from kloc import counting, progress
 from kloc.guests import guest
 from kloc.bench.metrics import extract
 from kloc.bench.store import BenchRun, Store, open_store
@@ -46,10 +46,35 @@ class AbPlan:
     out: Path                 # runs.jsonl and consoles/ go here
     key: dict[str, str]       # what the runs are of; see results.open_store
     max_failures: int = 3     # failed runs one side may have
+    counted: int = 0          # counted boots wanted per side (QEMU plugin)
+    plugin: counting.Plugin | None = None
+    binary: Path | None = None          # the static selftest both initramfs hold
+    counted_initrd: Path | None = None  # its counted run: a fixed count per window
+
+    def counted_key(self) -> dict[str, str]:
+        """The counted runs' store key: the timed key, plus the plugin."""
+        assert self.plugin is not None
+        return dict(self.key, counted=f'{counting.PLUGIN_NAME} {counting.PLUGIN_VERSION}',
+                    plugin=self.plugin.path.parent.name,
+                    selftest_args=' '.join(counted_args()))
+
+
+# How much longer a counted boot may take than a timed one (measured: 3-9x).
+COUNTED_SLOWDOWN = 12
 
 
 def selftest_args(seconds: float) -> list[str]:
     return ['-d', f'{seconds:g}', '-w', '0.5']
+
+
+# Datagrams each thread sends in a counted boot's window: the counts then
+# measure a fixed amount of work, not however much fitted in the time.
+COUNTED_DATAGRAMS = 10000
+
+
+def counted_args() -> list[str]:
+    """The selftest's options in a counted boot: -d only caps the window."""
+    return ['-n', str(COUNTED_DATAGRAMS), '-d', '120', '-w', '0.5']
 
 
 def qemu_version(topo: Topology) -> str:
@@ -80,7 +105,7 @@ def prepare(a: tuple[str, guest.Guest], b: tuple[str, guest.Guest], topo: Topolo
     full[config_keys[0]] = guest.config_digest(ga)
     full[config_keys[1]] = guest.config_digest(gb)
     return AbPlan(AbSide(label_a, ga, initrd), AbSide(label_b, gb, initrd), topo, runs, timeout,
-                  out, full)
+                  out, full, binary=binary)
 
 
 def _brief(record: dict[str, object] | None) -> str:
@@ -94,34 +119,66 @@ def _brief(record: dict[str, object] | None) -> str:
             f'efficiency {f["scaling_efficiency"]:.3f}')
 
 
+def _brief_counted(record: dict[str, object] | None) -> str:
+    c = (record or {}).get('counted')
+    if not isinstance(c, dict):
+        return ''
+    return (f'{c["insns_pkt_single"]:,.0f} and {c["insns_pkt_all"]:,.0f} insns/packet, '
+            f'{c["shared_pkt_all"]:,.1f} shared-line accesses/packet, '
+            f'{c["remote_pct_all"]:.1f}% remote')
+
+
 def run(plan: AbPlan) -> Store:
+    """The timed runs, interleaved; resumes from the results file."""
     if plan.runs < 2:
         raise AbError(f'{plan.runs} runs a side: a comparison needs at least 2 (10 or '
                       'more to be worth reading)')
-    store = open_store(plan.out / 'runs.jsonl', plan.key)
+    return _interleave(plan, open_store(plan.out / 'runs.jsonl', plan.key), plan.runs, None)
+
+
+def run_counted(plan: AbPlan) -> Store:
+    """The counted boots, interleaved the same way, into counted.jsonl.
+
+    Separate boots from the timed ones: the plugin slows the guest, so its
+    packets/s mean nothing, and its counts do not depend on time.
+    """
+    if plan.plugin is None or plan.counted < 2 or plan.counted_initrd is None:
+        raise AbError(f'{plan.counted} counted runs a side: a comparison needs at least 2')
+    counting.check_plugin_matches_qemu(plan.plugin)
+    return _interleave(plan, open_store(plan.out / 'counted.jsonl', plan.counted_key()),
+                       plan.counted, plan.plugin)
+
+
+def _interleave(plan: AbPlan, store: Store, runs: int,
+                plugin: counting.Plugin | None) -> Store:
     sides = {'a': plan.a, 'b': plan.b}
+    what = 'counted boots' if plugin else 'good runs'
     if store.runs:
         progress.say(f'resuming {store.path}: {len(store.ok_runs("a"))} {plan.a.label} and '
-                     f'{len(store.ok_runs("b"))} {plan.b.label} good runs already there')
-    consoles = plan.out / 'consoles'
+                     f'{len(store.ok_runs("b"))} {plan.b.label} {what} already there')
+    consoles = plan.out / ('counted' if plugin else 'consoles')
     consoles.mkdir(parents=True, exist_ok=True)
-    total = 2 * plan.runs
+    total = 2 * runs
+    # A counted boot runs all vCPUs in one host thread, under the plugin.
+    timeout = plan.timeout * (COUNTED_SLOWDOWN if plugin else 1)
     while True:
         have = {s: len(store.ok_runs(s)) for s in sides}
-        if min(have.values()) >= plan.runs:
+        if min(have.values()) >= runs:
             return store
         s = 'a' if have['a'] <= have['b'] else 'b'
         side = sides[s]
         n = len(store.runs) + 1
         log = consoles / f'{n:03d}-{side.label}.log'
         start = time.monotonic()
-        r = guest.run(side.guest, side.initrd, plan.topology, plan.timeout, log)
+        initrd = plan.counted_initrd if plugin and plan.counted_initrd else side.initrd
+        r = guest.run(side.guest, initrd, plan.topology, timeout, log, plugin)
         store.append(BenchRun(s, r.ok, round(time.monotonic() - start, 2), r.record, r.why,
                               '' if r.ok else r.console_tail, str(log)))
         done = sum(have.values()) + (1 if r.ok else 0)
         if r.ok:
-            progress.say(f'run {done}/{total} {side.label}: {r.seconds:.1f} s, '
-                         f'{_brief(r.record)}')
+            kind = 'counted run' if plugin else 'run'
+            brief = _brief_counted(r.record) if plugin else _brief(r.record)
+            progress.say(f'{kind} {done}/{total} {side.label}: {r.seconds:.1f} s, {brief}')
             continue
         failures = len(store.failed_runs(s))
         progress.say(f'run {n} {side.label}: FAILED ({r.why}); console tail:\n'

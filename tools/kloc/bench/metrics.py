@@ -1,12 +1,16 @@
 # SPDX-License-Identifier: GPL-2.0
 """The loopback kselftest's figures, and how two sets of runs differ.
 
-Every figure here is better when higher. The primary figures (1 thread,
-all CPUs, scaling efficiency) are tested together, so their p-values are
-Holm-adjusted before a verdict: across them, the chance of calling a
-difference where there is none stays at alpha. The per-node figures add
-up to the all-CPU one; they are shown, with their own p, but give no
-verdict.
+Two kinds of figure:
+- timed: packets/s from ordinary boots, better when higher. The primary
+  ones (1 thread, all CPUs, scaling efficiency) are tested together with
+  the Mann-Whitney U test, Holm-adjusted.
+- counted: per packet, from boots under the QEMU plugin (see
+  kloc/counting.py): instructions, the remote-node share of RAM accesses,
+  accesses to write-shared cache lines. Better when lower. They are near-
+  deterministic, so Welch's t-test, Holm-adjusted over the counted
+  primaries, judges them at 3 runs a side.
+Non-primary figures are shown, with their own p, but give no verdict.
 """
 
 from __future__ import annotations
@@ -35,6 +39,30 @@ class Figure:
     unit: str
     short: str = ''
     primary: bool = True
+    kind: str = 'timed'         # or 'counted'
+    better: str = 'higher'      # or 'lower'
+
+
+# The counted figures: name -> (title, unit, short, primary). Each phase of
+# the kselftest: 'single' (one thread), 'all' (one thread per CPU).
+COUNTED = {
+    'insns_pkt_single': ('instructions per packet, 1 thread', 'insns/packet',
+                         'insns 1 thread', True),
+    'insns_pkt_all': ('instructions per packet, one thread per CPU', 'insns/packet',
+                      'insns all CPUs', True),
+    'shared_pkt_all': ('accesses to write-shared lines per packet, all CPUs',
+                       'accesses/packet', 'line sharing', True),
+    # Where the kernel placed the memory a boot touches varies from boot to
+    # boot: shown, and tested, but no verdict.
+    'remote_pct_all': ('remote-node share of RAM accesses, all CPUs', '%',
+                       'remote share', False),
+    'transfers_pkt_all': ('line transfers (HITM + invalidations) per packet, all CPUs',
+                          'transfers/packet', 'transfers', False),
+    'shared_pkt_single': ('accesses to write-shared lines per packet, 1 thread',
+                          'accesses/packet', 'sharing 1 thread', False),
+    'remote_pct_single': ('remote-node share of RAM accesses, 1 thread', '%',
+                          'remote 1 thread', False),
+}
 
 
 def _num(v: object) -> float:
@@ -64,6 +92,9 @@ def describe(name: str) -> Figure:
         return Figure(name, 'one thread per CPU, total', 'packets/s', 'all CPUs')
     if name == 'scaling_efficiency':
         return Figure(name, 'scaling efficiency (N threads / N x 1)', 'ratio', 'efficiency')
+    if name in COUNTED:
+        title, unit, short, primary = COUNTED[name]
+        return Figure(name, title, unit, short, primary, 'counted', 'lower')
     if name.startswith('pps_node'):
         return Figure(name, f'node {name[8:]}, one thread per CPU', 'packets/s',
                       f'node {name[8:]}', primary=False)
@@ -79,13 +110,43 @@ class SideSummary:
 
 
 @dataclass(frozen=True)
+class TestResult:
+    name: str           # 'Mann-Whitney U' or "Welch's t"
+    method: str         # exact/normal (U), Student t (Welch)
+    statistic: float    # U of side A, or t
+    p: float            # two-sided
+    b_higher: bool      # whether B tends higher
+
+
+def _test(kind: str, xa: list[float], xb: list[float]) -> TestResult:
+    if kind == 'counted':
+        w = stats.welch(xa, xb)
+        return TestResult("Welch's t", f'Student t, {w.df:.1f} df', w.t, w.p, w.t > 0)
+    u = stats.mann_whitney(xa, xb)
+    # U counts the pairs where A beats B: below half, B tends higher.
+    return TestResult('Mann-Whitney U', u.method, u.u, u.p, u.u < len(xa) * len(xb) / 2)
+
+
+def detectable(kind: str, sa: SideSummary, sb: SideSummary, alpha: float,
+               tests: int) -> float:
+    """The smallest relative change the runs find with 80% power, by the test used."""
+    f = stats.detectable_change_t if kind == 'counted' else stats.detectable_change
+    return f(sa.cv, sb.cv, len(sa.values), len(sb.values), alpha, tests=tests)
+
+
+def runs_needed(kind: str, d: Difference, delta: float, alpha: float, tests: int) -> int:
+    f = stats.runs_needed_t if kind == 'counted' else stats.runs_needed
+    return f(d.a.cv, d.b.cv, delta, alpha, tests=tests)
+
+
+@dataclass(frozen=True)
 class Difference:
     figure: Figure
     a: SideSummary
     b: SideSummary
     change_pct: float
     change_ci: stats.Interval
-    u_test: stats.UTest
+    test: TestResult
     p_adjusted: float
     # 'higher' or 'lower' (significant), 'same' (not, and the runs had the
     # power to see the change of interest), 'inconclusive' (not, and they
@@ -99,12 +160,19 @@ class Difference:
         return self.verdict in ('higher', 'lower')
 
 
+def better_or_worse(d: Difference) -> str:
+    """'better', 'worse' or '' (no significant change) for B, by the figure's direction."""
+    if not d.significant:
+        return ''
+    return 'better' if (d.verdict == 'higher') == (d.figure.better == 'higher') else 'worse'
+
+
 def verdict_words(d: Difference, b: str = 'B', words: tuple[str, str] | None = None) -> str:
     """The verdict in words: words = what a higher and a lower B mean."""
     if d.verdict in VERDICT_WORDS:
         return VERDICT_WORDS[d.verdict]
     if words:
-        return words[0] if d.verdict == 'higher' else words[1]
+        return words[0] if better_or_worse(d) == 'better' else words[1]
     return f'{b} {d.verdict}'
 
 
@@ -112,38 +180,49 @@ def _side(xs: list[float]) -> SideSummary:
     return SideSummary(xs, stats.median(xs), stats.median_ci(xs), stats.cv(xs))
 
 
+def extract_counted(record: dict[str, object]) -> dict[str, float]:
+    """Figure name -> value for one counted run's record (its 'counted' part)."""
+    counted = record['counted']
+    if not isinstance(counted, dict):
+        raise ValueError('the record has no counted figures')
+    return {k: _num(v) for k, v in counted.items() if k in COUNTED}
+
+
 def compare(a_records: list[dict[str, object]], b_records: list[dict[str, object]],
-            alpha: float, interest: float = EFFECT_OF_INTEREST) -> list[Difference]:
+            alpha: float, interest: float = EFFECT_OF_INTEREST,
+            kind: str = 'timed') -> list[Difference]:
     """One Difference per figure both sides have, in a stable order.
 
     interest: the relative change that matters; a figure with no
     significant difference is 'same' only if the runs could have found it.
+    kind: 'timed' (packets/s records) or 'counted' (counted-run records).
     """
-    a_vals = [extract(r) for r in a_records]
-    b_vals = [extract(r) for r in b_records]
+    pick = extract_counted if kind == 'counted' else extract
+    a_vals = [pick(r) for r in a_records]
+    b_vals = [pick(r) for r in b_records]
     names = [n for n in a_vals[0] if all(n in v for v in a_vals + b_vals)]
-    names.sort(key=lambda n: (not n.startswith('pps_s'), not n.startswith('pps_t'),
-                              not n.startswith('scal'), n))
+    if kind == 'counted':
+        names.sort(key=list(COUNTED).index)
+    else:
+        names.sort(key=lambda n: (not n.startswith('pps_s'), not n.startswith('pps_t'),
+                                  not n.startswith('scal'), n))
     tests = []
     for n in names:
         xa = [v[n] for v in a_vals]
         xb = [v[n] for v in b_vals]
-        tests.append((n, xa, xb, stats.mann_whitney(xa, xb)))
+        tests.append((n, xa, xb, _test(kind, xa, xb)))
     primary = [i for i, t in enumerate(tests) if describe(t[0]).primary]
     adjusted = [t[3].p for t in tests]
     for i, p in zip(primary, stats.holm([tests[i][3].p for i in primary])):
         adjusted[i] = p
     out = []
-    for i, ((n, xa, xb, u), p_adj) in enumerate(zip(tests, adjusted)):
+    for i, ((n, xa, xb, test), p_adj) in enumerate(zip(tests, adjusted)):
         change = stats.pct_change(xa, xb)
-        # U counts the pairs where A beats B: below half, B tends higher.
-        b_higher = u.u < len(xa) * len(xb) / 2
         sa, sb = _side(xa), _side(xb)
-        mde = stats.detectable_change(sa.cv, sb.cv, len(xa), len(xb), alpha,
-                                      tests=max(1, len(primary)))
+        mde = detectable(kind, sa, sb, alpha, max(1, len(primary)))
         verdict = 'detail' if i not in primary else \
-            ('higher' if b_higher else 'lower') if p_adj < alpha else \
+            ('higher' if test.b_higher else 'lower') if p_adj < alpha else \
             'same' if mde <= interest else 'inconclusive'
-        out.append(Difference(describe(n), sa, sb, change, stats.pct_change_ci(xa, xb), u,
+        out.append(Difference(describe(n), sa, sb, change, stats.pct_change_ci(xa, xb), test,
                               p_adj, verdict, 100 * mde, 100 * interest))
     return out

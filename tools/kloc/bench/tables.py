@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import asdict
 
-from kloc.bench import stats
+from kloc.bench import metrics
 from kloc.bench.metrics import EFFECT_OF_INTEREST, Difference, verdict_words
 
 WIDTH = 72
@@ -14,7 +14,9 @@ SEED_EFFECT = EFFECT_OF_INTEREST
 
 
 def _fmt(v: float, unit: str) -> str:
-    return f'{v:.3f}' if unit == 'ratio' else f'{v:,.0f}'
+    if unit in ('ratio', '%'):
+        return f'{v:.3f}'
+    return f'{v:,.1f}' if abs(v) < 1000 else f'{v:,.0f}'
 
 
 def verdict_text(d: Difference, a: str, b: str, alpha: float,
@@ -40,13 +42,13 @@ def render(diffs: list[Difference], a: str, b: str, alpha: float,
     lines: list[str] = []
     for d in diffs:
         u = d.figure.unit
-        lines.append(f'{d.figure.title} ({u}, higher is better)')
+        lines.append(f'{d.figure.title} ({u}, {d.figure.better} is better)')
         for label, s in ((a, d.a), (b, d.b)):
             lines.append(f'  {label:<{w}}{_fmt(s.median, u):>11}  CI [{_fmt(s.ci.lo, u)}, '
                          f'{_fmt(s.ci.hi, u)}]  CV {100 * s.cv:.1f}%  n={len(s.values)}')
         lines.append(f'  {"change":<{w}}{d.change_pct:>+10.2f}%  CI [{d.change_ci.lo:+.2f}%, '
                      f'{d.change_ci.hi:+.2f}%]')
-        lines.append(f'  {"p":<{w}}{d.u_test.p:>11.4f}  Mann-Whitney U {d.u_test.method}'
+        lines.append(f'  {"p":<{w}}{d.test.p:>11.4f}  {d.test.name} {d.test.method}'
                      + (f'; Holm {d.p_adjusted:.4f}' if d.figure.primary else ''))
         lines += textwrap.wrap(verdict_text(d, a, b, alpha, words), WIDTH,
                                initial_indent=f'  {"verdict":<{w}}',
@@ -54,10 +56,13 @@ def render(diffs: list[Difference], a: str, b: str, alpha: float,
         if d.figure.primary:
             lines.append(f'  {"detectable":<{w}}{d.detectable_pct:.1f}% or more '
                          f'(80% power, Holm over {tests})')
-        need = stats.runs_needed(d.a.cv, d.b.cv, SEED_EFFECT, alpha,
-                                 tests=tests if d.figure.primary else 1)
+        need = metrics.runs_needed(d.figure.kind, d, SEED_EFFECT, alpha,
+                                   tests if d.figure.primary else 1)
         lines.append(f'  {"3.6%":<{w}}needs {need} runs a side at this spread (80% power)')
         lines.append('')
+    if diffs and diffs[0].figure.kind == 'counted':
+        lines += COUNTED_NOTES
+        return _checked(lines)
     levels = sorted({round(100 * s.ci.level, 1) for d in diffs for s in (d.a, d.b)})
     cover = ', '.join(f'{x:g}%' for x in levels)
     lines += ['CI: distribution-free interval of the median (order statistics,',
@@ -70,6 +75,20 @@ def render(diffs: list[Difference], a: str, b: str, alpha: float,
               '  difference is "inconclusive", not a pass.',
               '3.6%: the seed patch\'s claimed effect; runs needed, the same',
               '  formula solved for n.']
+    return _checked(lines)
+
+
+COUNTED_NOTES = [
+    'Counted under the QEMU plugin, in separate boots (kloc-count, TCG,',
+    '  one host thread for all vCPUs): path length and sharing per packet,',
+    '  not time. They are exact enough to judge at 3 runs a side, but they',
+    '  are not proof of a speed change on hardware; the timed figures stay.',
+    'p: Welch\'s two-sided t-test (Student t), Holm-adjusted over the',
+    '  counted primaries. detectable and runs needed: the same formulas',
+    '  with t quantiles at the runs\' degrees of freedom.']
+
+
+def _checked(lines: list[str]) -> str:
     for line in lines:
         if len(line) > WIDTH:
             raise AssertionError(f'report line over {WIDTH} columns: {line!r}')
@@ -81,11 +100,12 @@ def to_json(diffs: list[Difference], a: str, b: str, alpha: float) -> list[dict[
     for d in diffs:
         item: dict[str, object] = {
             'figure': d.figure.name, 'title': d.figure.title, 'unit': d.figure.unit,
-            'higher_is_better': True, 'alpha': alpha,
+            'kind': d.figure.kind, 'higher_is_better': d.figure.better == 'higher',
+            'alpha': alpha,
             a: asdict(d.a), b: asdict(d.b),
             'change_pct': d.change_pct, 'change_pct_ci95': [d.change_ci.lo, d.change_ci.hi],
-            'test': f'Mann-Whitney U ({d.u_test.method}), two-sided',
-            'u': d.u_test.u, 'p': d.u_test.p, 'p_holm': d.p_adjusted,
+            'test': f'{d.test.name} ({d.test.method}), two-sided',
+            'statistic': d.test.statistic, 'p': d.test.p, 'p_holm': d.p_adjusted,
             'primary': d.figure.primary,
             'detectable_change_pct': d.detectable_pct, 'change_of_interest_pct': d.interest_pct,
             'verdict': d.verdict if not d.significant else f'{b} {d.verdict}',

@@ -10,7 +10,8 @@ import textwrap
 from kloc.bench import tables
 from kloc.guests import guest
 from kloc.qemu import topology
-from kloc.bench.metrics import Difference, verdict_words
+from kloc.bench import counted as counted_runs
+from kloc.bench.metrics import Difference, better_or_worse, verdict_words
 from kloc.review.review import ALLOCATOR, NO_KTAP, ReviewOptions, ReviewOutcome, Statuses
 
 WIDTH = 72
@@ -30,23 +31,27 @@ def _wrap_command(cmd: list[str], images: dict[str, str]) -> list[str]:
 
 
 def overall(diffs: list[Difference], changes: int) -> str:
-    tested = sum(d.figure.primary for d in diffs)
-    worse = [d.figure.short for d in diffs if d.verdict == 'lower']
-    better = [d.figure.short for d in diffs if d.verdict == 'higher']
+    """The verdict: per kind of figure (timed, counted), what moved."""
     parts = []
-    if worse:
-        parts.append(f'regression in {len(worse)} of {tested} figures '
-                     f'({", ".join(worse)})')
-    if better:
-        parts.append(f'improvement in {len(better)} of {tested} figures '
-                     f'({", ".join(better)})')
-    unsure = [d.figure.short for d in diffs if d.verdict == 'inconclusive']
+    unsure: list[str] = []
+    for kind in dict.fromkeys(d.figure.kind for d in diffs):
+        of_kind = [d for d in diffs if d.figure.kind == kind]
+        tested = sum(d.figure.primary for d in of_kind)
+        for word, which in (('regression', 'worse'), ('improvement', 'better')):
+            moved = [d.figure.short for d in of_kind if better_or_worse(d) == which]
+            if moved:
+                parts.append(f'{word} in {len(moved)} of {tested} {kind} figures '
+                             f'({", ".join(moved)})')
+        unsure += [f'{d.figure.short} ({kind})' for d in of_kind
+                   if d.verdict == 'inconclusive']
+    tested = sum(d.figure.primary for d in diffs)
     if unsure and not parts:
         parts.append(f'inconclusive: no significant difference, but the runs could not '
                      f'have found the change of interest in {len(unsure)} of {tested} '
                      f'figures ({", ".join(unsure)}); give more RUNS')
     elif not parts:
-        parts.append('no significant difference in loopback throughput')
+        parts.append('no significant difference in loopback throughput'
+                     + (' or counts' if any(d.figure.kind == 'counted' for d in diffs) else ''))
     parts.append(f'{changes} KUnit status change{"s" if changes != 1 else ""}')
     return ', '.join(parts)
 
@@ -103,7 +108,10 @@ def render(o: ReviewOutcome, opts: ReviewOptions) -> str:
     lines.append('')
     lines += tables.render(o.diffs, 'base', 'patched', opts.alpha,
                            REVIEW_WORDS).splitlines()
-    lines += ['', f'Verdict: {overall(o.diffs, len(o.kunit_changes))}.']
+    if o.counted:
+        lines += [''] + counted_runs.report(o.counted, 'base', 'patched',
+                                            opts.alpha).splitlines()
+    lines += ['', f'Verdict: {overall(all_diffs(o), len(o.kunit_changes))}.']
     lines = [line for block in lines for line in
              (textwrap.wrap(block, WIDTH, subsequent_indent='  ') if len(block) > WIDTH
               else [block])]
@@ -140,7 +148,7 @@ def kcidb(o: ReviewOutcome, opts: ReviewOptions) -> dict[str, object]:
                        'architecture': bench_arch,
                        'config_name': f'guest-base+numa+{ALLOCATOR}', 'valid': True,
                        'misc': {'side': side}})
-        for d in o.diffs:
+        for d in all_diffs(o):
             s = d.a if side == 'base' else d.b
             tests.append({'id': f'{bid}:{_test_path("lo_counters", d.figure.name)}',
                           'build_id': bid, 'origin': ORIGIN,
@@ -150,15 +158,16 @@ def kcidb(o: ReviewOutcome, opts: ReviewOptions) -> dict[str, object]:
                                    'statistic': 'median', 'ci95': [s.ci.lo, s.ci.hi],
                                    'runs': len(s.values)}})
     bid = f'{checkout}-patched-guest-{bench_arch}'
-    for d in o.diffs:
+    for d in all_diffs(o):
         tests.append({'id': f'{bid}:{_test_path("lo_counters", d.figure.name, "change")}',
                       'build_id': bid, 'origin': ORIGIN,
                       'path': _test_path('lo_counters', d.figure.name, 'change'),
                       # No significant difference passes only with the power to
                       # see the change of interest; without it the test is DONE.
-                      'status': {'lower': 'FAIL', 'detail': 'DONE',
-                                 'inconclusive': 'DONE'}.get(d.verdict, 'PASS'),
-                      'misc': {'value': d.change_pct, 'unit': '%', 'p': d.u_test.p,
+                      'status': 'FAIL' if better_or_worse(d) == 'worse' else
+                      {'detail': 'DONE', 'inconclusive': 'DONE'}.get(d.verdict, 'PASS'),
+                      'misc': {'value': d.change_pct, 'unit': '%', 'p': d.test.p,
+                               'kind': d.figure.kind,
                                'p_holm': d.p_adjusted, 'alpha': opts.alpha,
                                'detectable_change_pct': d.detectable_pct,
                                'verdict': verdict_words(d, 'patched', REVIEW_WORDS)}})
@@ -179,6 +188,11 @@ def _kunit_tests(statuses: Statuses, build_id: str, arch: str) -> list[dict[str,
     return out
 
 
+def all_diffs(o: ReviewOutcome) -> list[Difference]:
+    """The timed figures, then the counted ones."""
+    return o.diffs + (o.counted.diffs if o.counted else [])
+
+
 def to_json(o: ReviewOutcome, opts: ReviewOptions) -> dict[str, object]:
     return {
         'patch': None if not o.patch or opts.aa else {
@@ -195,6 +209,10 @@ def to_json(o: ReviewOutcome, opts: ReviewOptions) -> dict[str, object]:
                      'failed_runs': o.failed_runs, 'qemu_command': o.qemu_command,
                      'key': o.key,
                      'figures': tables.to_json(o.diffs, 'base', 'patched', opts.alpha)},
-        'verdict': overall(o.diffs, len(o.kunit_changes)),
+        'counted': None if not o.counted else {
+            'runs_per_side': o.counted.runs, 'results_file': str(o.counted.store.path),
+            'figures': tables.to_json(o.counted.diffs, 'base', 'patched', opts.alpha),
+            'contended_lines': o.counted.attribution},
+        'verdict': overall(all_diffs(o), len(o.kunit_changes)),
         'kcidb': kcidb(o, opts),
     }

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kloc import progress
-from kloc.bench import interleave, metrics
+from kloc.bench import counted as counted_runs, interleave, metrics
 from kloc.guests import guest
 from kloc.kunit import runner
 from kloc.qemu import topology
@@ -59,6 +59,7 @@ class ReviewOptions:
     aa: bool = False                # A/A: the base against itself
     force: bool = False             # FORCE=1: replace files edited by hand
     mde: float = 3.6                # the change of interest, percent
+    counted: int = 0                # counted boots a side (QEMU plugin); 0: none
 
 
 Statuses = dict[tuple[str, str], str]
@@ -83,6 +84,7 @@ class ReviewOutcome:
     # side -> (topology, case path) -> status, as the runs' KTAP gave them
     kunit_statuses: dict[str, Statuses] = field(default_factory=dict)
     diffs: list[metrics.Difference] = field(default_factory=list)
+    counted: counted_runs.CountedResult | None = None
     failed_runs: dict[str, int] = field(default_factory=dict)
     qemu_command: list[str] = field(default_factory=list)
     key: dict[str, str] = field(default_factory=dict)
@@ -285,12 +287,15 @@ def run(base: Tree, patch: PatchInfo | None, opts: ReviewOptions, cache: Path,
                               {'base': f'{base.path} {base.version}',
                                'patch': patch.sha256 if patch and not opts.aa else 'A/A',
                                'series': series_hash()[:16]}, ('config_base', 'config_patched'))
+    plan = counted_runs.with_plugin(plan, opts.counted)
     outcome.key = plan.key
     progress.say(f'loopback A/B: {opts.runs} runs a side on {topo.name}, interleaved')
     store = interleave.run(plan)
     outcome.diffs = metrics.compare(store.records('a', opts.runs),
                                     store.records('b', opts.runs), opts.alpha,
                                     opts.mde / 100)
+    if plan.counted:
+        outcome.counted = counted_runs.run(plan, opts.alpha, opts.mde)
     outcome.failed_runs = {'base': len(store.failed_runs('a')),
                            'patched': len(store.failed_runs('b'))}
     outcome.qemu_command = guest.qemu_command(ga, plan.a.initrd, topo)

@@ -1,0 +1,74 @@
+# SPDX-License-Identifier: GPL-2.0
+"""The counted half of an A/B comparison: boots under the QEMU plugin.
+
+Both make compare and make review run it after their timed runs, when
+COUNTED= asks for counted boots: the same two guests and initramfs,
+interleaved A B A B ... into counted.jsonl (resumable), then the counted
+figures with Welch's test, and the most contended cache lines of the last
+boot of each side, named from the guest's System.map.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from kloc import counting, progress
+from kloc.bench import interleave, metrics, tables
+from kloc.bench.store import Store
+from kloc.guests import guest
+
+
+@dataclass(frozen=True)
+class CountedResult:
+    runs: int
+    diffs: list[metrics.Difference]
+    store: Store
+    attribution: dict[str, str]      # side label -> contended-lines table
+
+
+def with_plugin(plan: interleave.AbPlan, counted: int) -> interleave.AbPlan:
+    """The plan, with counted boots: builds (or finds) the plugin."""
+    if counted <= 0:
+        return plan
+    plugin = counting.build_plugin()
+    assert plan.binary is not None
+    initrd = guest.initramfs(plan.binary, interleave.counted_args(),
+                             plan.out / 'initramfs-counted.gz', plan.topology.arch)
+    return dataclasses.replace(plan, counted=counted, plugin=plugin, counted_initrd=initrd)
+
+
+def attribution(store: Store, side: str, g: guest.Guest, top: int = 5) -> str:
+    """The contended lines of the all-CPU phase of the side's last counted boot."""
+    runs = store.ok_runs(side)
+    record = runs[-1].record if runs else None
+    path = (record or {}).get('counts_file')
+    if not isinstance(path, str):
+        return '(no counted boot)'
+    try:
+        counts = counting.read_counts(Path(path))
+        syms = counting.load_system_map(g.build_dir() / 'System.map')
+    except counting.CountingError as e:
+        return f'(no table: {e})'
+    return counting.line_table(counts.phase(counting.PHASE_ALL), syms, g.arch, top=top)
+
+
+def run(plan: interleave.AbPlan, alpha: float, mde_pct: float) -> CountedResult:
+    progress.say(f'counted boots: {plan.counted} a side under the QEMU plugin, interleaved')
+    store = interleave.run_counted(plan)
+    diffs = metrics.compare(store.records('a', plan.counted), store.records('b', plan.counted),
+                            alpha, mde_pct / 100, kind='counted')
+    sides = (('a', plan.a), ('b', plan.b))
+    lines = {s.label: attribution(store, k, s.guest) for k, s in sides}
+    return CountedResult(plan.counted, diffs, store, lines)
+
+
+def report(result: CountedResult, a: str, b: str, alpha: float) -> str:
+    """The counted figures' table and the attribution, for a text report."""
+    lines = [f'Counted figures: {result.runs} boots a side under the QEMU plugin', '',
+             tables.render(result.diffs, a, b, alpha).rstrip('\n'), '',
+             'Most contended cache lines, one thread per CPU, last counted boot', '']
+    for label, table in result.attribution.items():
+        lines += [f'{label}:', table, '']
+    return '\n'.join(lines)
