@@ -370,6 +370,7 @@ class VcpuCounts:
     hitm: int
     invalidations: int
     shared: int
+    shared_stores: int = 0      # stores among shared: write-write sharing
 
     @property
     def insns(self) -> int:
@@ -530,6 +531,7 @@ def per_packet(counts: Counts, record: dict[str, object]) -> dict[str, float]:
     for suffix, phase, n in (('single', single, n1), ('all', every, n2)):
         out[f'insns_pkt_{suffix}'] = phase.total('insns') / n
         out[f'shared_pkt_{suffix}'] = phase.total('shared') / n
+        out[f'wshared_pkt_{suffix}'] = phase.total('shared_stores') / n
         out[f'transfers_pkt_{suffix}'] = phase.total('transfers') / n
         out[f'remote_pct_{suffix}'] = 100 * phase.remote_share
     return out

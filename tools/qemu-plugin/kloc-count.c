@@ -73,6 +73,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 struct counts {
 	uint64_t insns_user, insns_kernel, loads, stores;
 	uint64_t local, remote, io, unmapped, hitm, inval, shared;
+	uint64_t shared_stores;	/* stores among the shared: write-write sharing */
 };
 
 struct vcpu {
@@ -403,6 +404,8 @@ static void line_access(struct vcpu *v, struct seg *s, uint64_t line_gpa, uint64
 	}
 	if (shared) {
 		c->shared++;
+		if (store)
+			c->shared_stores++;
 		line_event(v, phase, line_gpa, vaddr, s->node, vcpu_index, SHARED, pc);
 	}
 }
@@ -591,10 +594,10 @@ static void write_phase(FILE *f, int p)
 			", \"stores\": %" PRIu64 ", \"local\": %" PRIu64 ", \"remote\": %"
 			PRIu64 ", \"io\": %" PRIu64 ", \"unmapped\": %" PRIu64
 			", \"hitm\": %" PRIu64 ", \"invalidations\": %" PRIu64
-			", \"shared\": %" PRIu64 "}",
+			", \"shared\": %" PRIu64 ", \"shared_stores\": %" PRIu64 "}",
 			i ? ", " : "", i, vcpus[i].node, c->insns_user, c->insns_kernel,
 			c->loads, c->stores, c->local, c->remote, c->io, c->unmapped,
-			c->hitm, c->inval, c->shared);
+			c->hitm, c->inval, c->shared, c->shared_stores);
 	}
 	fputs("], \"lines\": [", f);
 	for (unsigned int i = 0; i < lines->len && i < top_n; i++) {

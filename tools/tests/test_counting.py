@@ -254,7 +254,7 @@ OUTPUT = {
     'phases': [{'phase': 3, 'windows': 1, 'contended_lines': 1, 'vcpus': [
         {'vcpu': 0, 'node': 0, 'insns_user': 10, 'insns_kernel': 5, 'loads': 4, 'stores': 2,
          'local': 3, 'remote': 1, 'io': 1, 'unmapped': 1, 'hitm': 1, 'invalidations': 2,
-         'shared': 3},
+         'shared': 3, 'shared_stores': 2},
         {'vcpu': 1, 'node': 1, 'insns_user': 0, 'insns_kernel': 7, 'loads': 1, 'stores': 1,
          'local': 0, 'remote': 2, 'io': 0, 'unmapped': 0, 'hitm': 0, 'invalidations': 1,
          'shared': 1}],
@@ -301,6 +301,7 @@ class Output(unittest.TestCase):
         self.assertAlmostEqual(f['insns_pkt_single'], 22 / 11)
         self.assertAlmostEqual(f['insns_pkt_all'], 22 / 22)
         self.assertAlmostEqual(f['shared_pkt_all'], 4 / 22)
+        self.assertAlmostEqual(f['wshared_pkt_all'], 2 / 22)
         self.assertAlmostEqual(f['transfers_pkt_single'], 4 / 11)
         self.assertAlmostEqual(f['remote_pct_all'], 50.0)
         with self.assertRaisesRegex(counting.CountingError, 'gives no packets'):

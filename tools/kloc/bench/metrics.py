@@ -50,14 +50,21 @@ COUNTED = {
                          'insns 1 thread', True),
     'insns_pkt_all': ('instructions per packet, one thread per CPU', 'insns/packet',
                       'insns all CPUs', True),
+    # Stores to a line another CPU stored to in the window: what packed
+    # per-CPU counters and contended refcounts make, and read-mostly data
+    # (jiffies, lookups) does not.
+    'wshared_pkt_all': ('stores to lines another CPU stores to, per packet, all CPUs',
+                        'stores/packet', 'write sharing', True),
     'shared_pkt_all': ('accesses to write-shared lines per packet, all CPUs',
-                       'accesses/packet', 'line sharing', True),
+                       'accesses/packet', 'line sharing', False),
     # Where the kernel placed the memory a boot touches varies from boot to
     # boot: shown, and tested, but no verdict.
     'remote_pct_all': ('remote-node share of RAM accesses, all CPUs', '%',
                        'remote share', False),
     'transfers_pkt_all': ('line transfers (HITM + invalidations) per packet, all CPUs',
                           'transfers/packet', 'transfers', False),
+    'wshared_pkt_single': ('stores to lines another CPU stores to, per packet, 1 thread',
+                           'stores/packet', 'write sharing 1 thread', False),
     'shared_pkt_single': ('accesses to write-shared lines per packet, 1 thread',
                           'accesses/packet', 'sharing 1 thread', False),
     'remote_pct_single': ('remote-node share of RAM accesses, 1 thread', '%',

@@ -42,7 +42,8 @@ def render(diffs: list[Difference], a: str, b: str, alpha: float,
     lines: list[str] = []
     for d in diffs:
         u = d.figure.unit
-        lines.append(f'{d.figure.title} ({u}, {d.figure.better} is better)')
+        lines += textwrap.wrap(f'{d.figure.title} ({u}, {d.figure.better} is better)', WIDTH,
+                               subsequent_indent='  ')
         for label, s in ((a, d.a), (b, d.b)):
             lines.append(f'  {label:<{w}}{_fmt(s.median, u):>11}  CI [{_fmt(s.ci.lo, u)}, '
                          f'{_fmt(s.ci.hi, u)}]  CV {100 * s.cv:.1f}%  n={len(s.values)}')
