@@ -151,6 +151,15 @@ class Welch(unittest.TestCase):
                 self.assertGreater(stats.detectable_change_t(cv, cv, n - 1, n - 1, tests=4),
                                    0.036)
 
+    def test_runs_needed_is_the_smallest_n(self) -> None:
+        # Searched from the normal approximation's n: the same answer as from 2.
+        for cv in (0.003, 0.02, 0.05, 0.1):
+            spread = 2 * cv ** 2
+            brute = next(n for n in range(2, 10000)
+                         if stats._t_z(0.05, 3, 0.8, 2 * n - 2) ** 2 * spread
+                         <= n * 0.036 ** 2)
+            self.assertEqual(stats.runs_needed_t(cv, cv, 0.036, tests=3), brute, cv)
+
     def test_false_positives_at_most_alpha(self) -> None:
         rng = random.Random(7)
         hits = sum(stats.welch([rng.gauss(100, 1) for _ in range(3)],

@@ -313,11 +313,13 @@ def runs_needed_t(cv_a: float, cv_b: float, delta: float, alpha: float = 0.05,
     much wider than the normal's, and the normal approximation would promise
     too few runs.
     """
-    for n in range(2, 100000):
-        if _t_z(alpha, tests, power, 2 * n - 2) ** 2 * (cv_a ** 2 + cv_b ** 2) \
-                <= n * delta ** 2:
-            return n
-    return 100000
+    spread = cv_a ** 2 + cv_b ** 2
+    # The normal approximation's n is a lower bound (t quantiles exceed z's):
+    # start there, and only a few steps remain.
+    n = max(2, math.ceil(_z(alpha, tests, power) ** 2 * spread / delta ** 2))
+    while n < 100000 and _t_z(alpha, tests, power, 2 * n - 2) ** 2 * spread > n * delta ** 2:
+        n += 1
+    return n
 
 
 def detectable_change_t(cv_a: float, cv_b: float, n_a: int, n_b: int,
