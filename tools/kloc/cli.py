@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from kloc import counting, defaults, progress
-from kloc.bench import compare, plot, stats
-from kloc.bench.interleave import COUNTED_SLOWDOWN, counted_args
+from kloc import defaults, progress
+from kloc.bench import compare, counted as counted_runs, plot, stats
 from kloc.guests import guest
 from kloc.kunit import junit, runner, suites, summary
 from kloc.mutants import mutants
@@ -178,15 +177,13 @@ def cmd_guest(args: argparse.Namespace) -> int:
         print(f'{g.name}: FAILED RUN: {r.why}\n--- console tail ---\n{r.console_tail}')
         return 1
     print(f'{g.name} on {topo.name}: {r.seconds:.1f} s; ' + json.dumps(r.record))
-    plugin = counting.build_plugin() if args.counted else None
-    if plugin:
-        counting.check_plugin_matches_qemu(plugin)
-        initrd = guest.initramfs(binary, counted_args(), out / 'initramfs-counted.gz',
-                                 args.arch)
+    plugin = None
+    if args.counted:
+        plugin, initrd = counted_runs.setup(binary, out, args.arch)
     for k in range(1, args.counted + 1):
         progress.say(f'{g.name}: counted boot {k}/{args.counted} under the QEMU plugin')
         log = out / f'counted-{k}.log'
-        c = guest.run(g, initrd, topo, args.timeout * COUNTED_SLOWDOWN, log, plugin)
+        c = guest.run(g, initrd, topo, args.timeout, log, plugin)
         if not c.ok:
             print(f'{g.name}: FAILED COUNTED BOOT: {c.why}\n--- console tail ---\n'
                   f'{c.console_tail}')
@@ -204,7 +201,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     opts = compare.CompareOptions(args.arch, args.topology or compare.default_topology(args.arch),
                                   args.a, args.b, args.runs, args.seconds, args.alpha,
                                   args.timeout, out, args.mde, args.counted)
-    _check_counted(args.counted, args.alpha)
+    _check_counted(args.counted)
     install_into(tree, args)
     print(compare.run(tree, opts), end='')
     print(f'Files: {out}/compare.txt, compare.json, compare.svg; runs in {out}/runs.jsonl')
@@ -227,7 +224,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     opts = review.ReviewOptions(names, args.bench_topology, args.runs, args.seconds, args.alpha,
                                 args.timeout, args.jobs, out, kunit=not args.no_kunit, aa=args.aa,
                                 force=args.force, mde=args.mde, counted=args.counted)
-    _check_counted(args.counted, args.alpha)
+    _check_counted(args.counted)
     checked = review.check(tree, None if args.aa else patch, args.force)
     guest.check_space(cache_dir())
     outcome = review.run(tree, patch, opts, cache_dir(), checked)
@@ -276,7 +273,7 @@ def _check_power(runs: int, alpha: float) -> None:
             f'use RUNS={need} or more')
 
 
-def _check_counted(counted: int, alpha: float) -> None:
+def _check_counted(counted: int) -> None:
     """Refuse a COUNTED with which Welch's test can never be significant."""
     if counted == 1:
         raise defaults.OptionError('COUNTED=1 gives no spread to test: use COUNTED=3 (or 2 '

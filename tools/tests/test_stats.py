@@ -191,7 +191,7 @@ class CountedVerdicts(unittest.TestCase):
             self.assertEqual(diffs[name].test.name, "Welch's t")
         for name in ('transfers_pkt_all', 'shared_pkt_all', 'remote_pct_all'):
             self.assertEqual(diffs[name].verdict, 'detail', name)
-        need = metrics.runs_needed('counted', diffs['insns_pkt_single'], 0.036, 0.05, 4)
+        need = metrics.runs_needed(diffs['insns_pkt_single'], 0.036, 0.05, 4)
         self.assertLessEqual(need, 3)
         # The report (it raises on a line over 72 columns) says what it tested with.
         text = tables.render(list(diffs.values()), 'base', 'patched', 0.05)

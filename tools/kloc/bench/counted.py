@@ -28,14 +28,22 @@ class CountedResult:
     attribution: dict[str, str]      # side label -> contended-lines table
 
 
+def setup(binary: Path, out: Path, arch: str) -> tuple[counting.Plugin, Path]:
+    """What counted boots need: the plugin, built (or found) for the installed
+    QEMU, and an initramfs whose selftest sends a fixed count per window."""
+    plugin = counting.build_plugin()
+    counting.check_plugin_matches_qemu(plugin)
+    initrd = guest.initramfs(binary, interleave.counted_args(), out / 'initramfs-counted.gz',
+                             arch)
+    return plugin, initrd
+
+
 def with_plugin(plan: interleave.AbPlan, counted: int) -> interleave.AbPlan:
-    """The plan, with counted boots: builds (or finds) the plugin."""
+    """The plan, with counted boots."""
     if counted <= 0:
         return plan
-    plugin = counting.build_plugin()
     assert plan.binary is not None
-    initrd = guest.initramfs(plan.binary, interleave.counted_args(),
-                             plan.out / 'initramfs-counted.gz', plan.topology.arch)
+    plugin, initrd = setup(plan.binary, plan.out, plan.topology.arch)
     return dataclasses.replace(plan, counted=counted, plugin=plugin, counted_initrd=initrd)
 
 

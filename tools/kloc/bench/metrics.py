@@ -141,8 +141,9 @@ def detectable(kind: str, sa: SideSummary, sb: SideSummary, alpha: float,
     return f(sa.cv, sb.cv, len(sa.values), len(sb.values), alpha, tests=tests)
 
 
-def runs_needed(kind: str, d: Difference, delta: float, alpha: float, tests: int) -> int:
-    f = stats.runs_needed_t if kind == 'counted' else stats.runs_needed
+def runs_needed(d: Difference, delta: float, alpha: float, tests: int) -> int:
+    """Runs a side to see delta at d's spreads, by the test its kind of figure gets."""
+    f = stats.runs_needed_t if d.figure.kind == 'counted' else stats.runs_needed
     return f(d.a.cv, d.b.cv, delta, alpha, tests=tests)
 
 

@@ -57,7 +57,7 @@ def render(diffs: list[Difference], a: str, b: str, alpha: float,
         if d.figure.primary:
             lines.append(f'  {"detectable":<{w}}{d.detectable_pct:.1f}% or more '
                          f'(80% power, Holm over {tests})')
-        need = metrics.runs_needed(d.figure.kind, d, SEED_EFFECT, alpha,
+        need = metrics.runs_needed(d, SEED_EFFECT, alpha,
                                    tests if d.figure.primary else 1)
         lines.append(f'  {"3.6%":<{w}}needs {need} runs a side at this spread (80% power)')
         lines.append('')
