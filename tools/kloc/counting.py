@@ -371,6 +371,7 @@ class VcpuCounts:
     invalidations: int
     shared: int
     shared_stores: int = 0      # stores among shared: write-write sharing
+    false_shared: int = 0       # of those, to bytes no other vCPU stored to
 
     @property
     def insns(self) -> int:
@@ -408,6 +409,8 @@ class LineVcpu:
     hitm: int
     invalidations: int
     shared: int
+    shared_stores: int = 0
+    store_bytes: int = 0        # bit i: byte i of the line, by its shared stores
 
 
 @dataclass(frozen=True)
@@ -420,6 +423,7 @@ class Line:
     shared: int
     vcpus: tuple[LineVcpu, ...]
     pcs: tuple[PcCount, ...]
+    false_shared: int = 0       # shared stores to bytes only their vCPU stores to
 
     @property
     def transfers(self) -> int:
@@ -490,10 +494,12 @@ def parse_counts(text: str) -> Counts:
                 Line(_hex(li['paddr']), _hex(li['vaddr']), int(li['node']), int(li['hitm']),
                      int(li['invalidations']), int(li['shared']),
                      tuple(LineVcpu(int(c['vcpu']), int(c['hitm']), int(c['invalidations']),
-                                    int(c['shared'])) for c in li['vcpus']),
+                                    int(c['shared']), int(c.get('shared_stores', 0)),
+                                    _hex(c.get('store_bytes', '0x0'))) for c in li['vcpus']),
                      tuple(PcCount(_hex(c['pc']), int(c['events']), int(c['overcount_max']),
                                    int(c['hitm']), int(c['invalidations']), int(c['shared']),
-                                   tuple(int(x) for x in c['vcpus'])) for c in li['pcs']))
+                                   tuple(int(x) for x in c['vcpus'])) for c in li['pcs']),
+                     int(li.get('false_shared', 0)))
                 for li in p['lines'])
             phases[int(p['phase'])] = Phase(int(p['phase']), int(p['windows']),
                                             int(p['contended_lines']), vcpus, lines)
@@ -532,6 +538,7 @@ def per_packet(counts: Counts, record: dict[str, object]) -> dict[str, float]:
         out[f'insns_pkt_{suffix}'] = phase.total('insns') / n
         out[f'shared_pkt_{suffix}'] = phase.total('shared') / n
         out[f'wshared_pkt_{suffix}'] = phase.total('shared_stores') / n
+        out[f'fshared_pkt_{suffix}'] = phase.total('false_shared') / n
         out[f'transfers_pkt_{suffix}'] = phase.total('transfers') / n
         out[f'remote_pct_{suffix}'] = 100 * phase.remote_share
     return out
@@ -666,8 +673,9 @@ def line_table(phase: Phase, syms: SymbolMap | None = None, arch: str = 'x86_64'
     """A perf-c2c-like table of the most contended lines of a phase."""
     rows = [f'phase {phase.phase}: {phase.total("hitm")} hitm, '
             f'{phase.total("invalidations")} invalidations, {phase.total("shared")} shared '
-            f'accesses, {phase.contended_lines} contended lines',
-            f'{"paddr":>12} {"node":>4} {"hitm":>9} {"inval":>9} {"shared":>9}  '
+            f'accesses ({phase.total("false_shared")} false-sharing stores), '
+            f'{phase.contended_lines} contended lines',
+            f'{"paddr":>12} {"node":>4} {"hitm":>9} {"inval":>9} {"shared":>9} {"false":>9}  '
             f'{"vcpus (hitm/inval/shared)":<30} data']
     for li in phase.lines[:top]:
         who = ' '.join(f'{c.vcpu}:{c.hitm}/{c.invalidations}/{c.shared}' for c in li.vcpus)
@@ -677,7 +685,7 @@ def line_table(phase: Phase, syms: SymbolMap | None = None, arch: str = 'x86_64'
         if others:
             what += f' (line also: {", ".join(others[:3])}{", ..." if len(others) > 3 else ""})'
         rows.append(f'{li.paddr:>#12x} {li.node:>4} {li.hitm:>9} {li.invalidations:>9} '
-                    f'{li.shared:>9}  {who:<30} {what}')
+                    f'{li.shared:>9} {li.false_shared:>9}  {who:<30} {what}')
         for pc in li.pcs[:pcs]:
             if pc.pc >> 63 == 0:
                 fn = '(user)'

@@ -74,6 +74,7 @@ struct counts {
 	uint64_t insns_user, insns_kernel, loads, stores;
 	uint64_t local, remote, io, unmapped, hitm, inval, shared;
 	uint64_t shared_stores;	/* stores among the shared: write-write sharing */
+	uint64_t false_shared;	/* of those, to bytes no other vCPU stored to */
 };
 
 struct vcpu {
@@ -104,12 +105,16 @@ struct hot_line {
 	uint64_t paddr;		/* of the line */
 	uint64_t vaddr;		/* of the first access counted on it */
 	int node;
-	uint64_t hitm, inval, shared;
+	uint64_t hitm, inval, shared, false_shared;
 	struct pc_slot pcs[PC_SLOTS];
-	uint64_t per_vcpu[];	/* [3 * nvcpus]: hitm, invalidations, shared */
+	uint64_t per_vcpu[];	/* [PER_VCPU * nvcpus], indexed by enum event */
 };
 
-enum event { HITM, INVAL, SHARED };
+/*
+ * Per line and vCPU: the events, the shared stores, and the bytes of the
+ * line those stores wrote (a mask, bit i: byte i).
+ */
+enum event { HITM, INVAL, SHARED, SHARED_STORE, STORE_BYTES, PER_VCPU };
 
 static struct vcpu *vcpus;
 static int nvcpus;
@@ -305,7 +310,8 @@ static struct pc_slot *pc_slot(struct hot_line *h, uint64_t pc, unsigned int vcp
 }
 
 static void line_event(struct vcpu *v, int phase, uint64_t line_gpa, uint64_t vaddr,
-		       int node, unsigned int vcpu_index, enum event ev, uint64_t pc)
+		       int node, unsigned int vcpu_index, enum event ev, uint64_t pc,
+		       uint64_t store_bytes)
 {
 	uint64_t key = (line_gpa >> LINE_SHIFT) << 8 | (uint64_t)phase;
 	struct hot_line *h;
@@ -320,7 +326,7 @@ static void line_event(struct vcpu *v, int phase, uint64_t line_gpa, uint64_t va
 			g_mutex_unlock(&lock);
 			return;
 		}
-		h = g_malloc0(sizeof(*h) + 3 * sizeof(uint64_t) * (size_t)nvcpus);
+		h = g_malloc0(sizeof(*h) + PER_VCPU * sizeof(uint64_t) * (size_t)nvcpus);
 		h->key = key;
 		h->paddr = line_gpa;
 		h->vaddr = vaddr;
@@ -330,7 +336,11 @@ static void line_event(struct vcpu *v, int phase, uint64_t line_gpa, uint64_t va
 	}
 	v->last_key = key;
 	v->last_hot = h;
-	h->per_vcpu[3 * vcpu_index + ev]++;
+	h->per_vcpu[PER_VCPU * vcpu_index + ev]++;
+	if (ev == SHARED && store_bytes) {
+		h->per_vcpu[PER_VCPU * vcpu_index + SHARED_STORE]++;
+		h->per_vcpu[PER_VCPU * vcpu_index + STORE_BYTES] |= store_bytes;
+	}
 	slot = pc_slot(h, pc, vcpu_index);
 	switch (ev) {
 	case HITM:
@@ -345,6 +355,8 @@ static void line_event(struct vcpu *v, int phase, uint64_t line_gpa, uint64_t va
 		h->shared++;
 		slot->shared++;
 		break;
+	default:
+		break;
 	}
 	g_mutex_unlock(&lock);
 }
@@ -357,9 +369,10 @@ static void line_event(struct vcpu *v, int phase, uint64_t line_gpa, uint64_t va
  * epoch (another epoch: every cache is empty, no writers).
  */
 static void line_access(struct vcpu *v, struct seg *s, uint64_t line_gpa, uint64_t vaddr,
-			int phase, unsigned int vcpu_index, bool store, uint64_t pc,
+			int phase, unsigned int vcpu_index, uint64_t store_bytes, uint64_t pc,
 			struct counts *c)
 {
+	bool store = store_bytes != 0;
 	uint64_t *word = &s->lines[(line_gpa - s->gpa) >> LINE_SHIFT];
 	uint64_t e = __atomic_load_n(&epoch, __ATOMIC_RELAXED);
 	uint64_t old = __atomic_load_n(word, __ATOMIC_RELAXED), new;
@@ -400,14 +413,27 @@ static void line_access(struct vcpu *v, struct seg *s, uint64_t line_gpa, uint64
 		else
 			c->hitm++;
 		line_event(v, phase, line_gpa, vaddr, s->node, vcpu_index,
-			   store ? INVAL : HITM, pc);
+			   store ? INVAL : HITM, pc, 0);
 	}
 	if (shared) {
 		c->shared++;
 		if (store)
 			c->shared_stores++;
-		line_event(v, phase, line_gpa, vaddr, s->node, vcpu_index, SHARED, pc);
+		line_event(v, phase, line_gpa, vaddr, s->node, vcpu_index, SHARED, pc,
+			   store_bytes);
 	}
+}
+
+/* The bytes of the line at lg that an access of size bytes at gpa covers. */
+static uint64_t line_bytes(uint64_t gpa, unsigned int size, uint64_t lg)
+{
+	uint64_t lo = gpa > lg ? gpa - lg : 0;
+	uint64_t hi = gpa + size - lg;	/* one past, may exceed the line */
+	uint64_t line = 1U << LINE_SHIFT;
+
+	if (hi > line)
+		hi = line;
+	return (hi - lo == line ? ~0ULL : ((1ULL << (hi - lo)) - 1)) << lo;
 }
 
 static void vcpu_mem(unsigned int vcpu_index, qemu_plugin_meminfo_t info,
@@ -456,7 +482,8 @@ static void vcpu_mem(unsigned int vcpu_index, qemu_plugin_meminfo_t info,
 		if (lg > s->gpa + (s->raw_hi - s->raw_lo))
 			break;	/* the rest is in another range: not modelled */
 		line_access(v, s, lg, vaddr + (lg > gpa ? lg - gpa : 0), p, vcpu_index,
-			    store, (uint64_t)(uintptr_t)udata, c);
+			    store ? line_bytes(gpa, size, lg) : 0,
+			    (uint64_t)(uintptr_t)udata, c);
 	}
 }
 
@@ -530,16 +557,17 @@ static void write_line(FILE *f, struct hot_line *h)
 
 	fprintf(f, "{\"paddr\": \"0x%" PRIx64 "\", \"vaddr\": \"0x%" PRIx64
 		"\", \"node\": %d, \"hitm\": %" PRIu64 ", \"invalidations\": %" PRIu64
-		", \"shared\": %" PRIu64 ", \"vcpus\": [",
-		h->paddr, h->vaddr, h->node, h->hitm, h->inval, h->shared);
+		", \"shared\": %" PRIu64 ", \"false_shared\": %" PRIu64 ", \"vcpus\": [",
+		h->paddr, h->vaddr, h->node, h->hitm, h->inval, h->shared, h->false_shared);
 	for (int i = 0; i < nvcpus; i++) {
-		uint64_t *pv = &h->per_vcpu[3 * i];
+		uint64_t *pv = &h->per_vcpu[PER_VCPU * i];
 
 		if (!pv[HITM] && !pv[INVAL] && !pv[SHARED])
 			continue;
 		fprintf(f, "%s{\"vcpu\": %d, \"hitm\": %" PRIu64 ", \"invalidations\": %"
-			PRIu64 ", \"shared\": %" PRIu64 "}", sep, i, pv[HITM], pv[INVAL],
-			pv[SHARED]);
+			PRIu64 ", \"shared\": %" PRIu64 ", \"shared_stores\": %" PRIu64
+			", \"store_bytes\": \"0x%016" PRIx64 "\"}", sep, i, pv[HITM], pv[INVAL],
+			pv[SHARED], pv[SHARED_STORE], pv[STORE_BYTES]);
 		sep = ", ";
 	}
 	fputs("], \"pcs\": [", f);
@@ -567,6 +595,28 @@ static void write_line(FILE *f, struct hot_line *h)
 	fputs("]}", f);
 }
 
+/*
+ * False sharing, per line: a vCPU's shared stores are false when the bytes
+ * it stored to are stored to by no other vCPU, while others store to other
+ * bytes of the line (packed per-CPU slots). Any overlap (a shared counter)
+ * makes all of that vCPU's stores true sharing.
+ */
+static void classify(struct hot_line *h, int p)
+{
+	h->false_shared = 0;
+	for (int i = 0; i < nvcpus; i++) {
+		uint64_t mine = h->per_vcpu[PER_VCPU * i + STORE_BYTES], others = 0;
+
+		for (int j = 0; j < nvcpus; j++)
+			if (j != i)
+				others |= h->per_vcpu[PER_VCPU * j + STORE_BYTES];
+		if (mine && others && !(mine & others)) {
+			h->false_shared += h->per_vcpu[PER_VCPU * i + SHARED_STORE];
+			vcpus[i].ph[p].false_shared += h->per_vcpu[PER_VCPU * i + SHARED_STORE];
+		}
+	}
+}
+
 static void write_phase(FILE *f, int p)
 {
 	GPtrArray *lines = g_ptr_array_new();
@@ -574,11 +624,14 @@ static void write_phase(FILE *f, int p)
 	gpointer k, val;
 	uint64_t phase_lines = 0;
 
+	for (int i = 0; i < nvcpus; i++)
+		vcpus[i].ph[p].false_shared = 0;
 	g_hash_table_iter_init(&it, hot);
 	while (g_hash_table_iter_next(&it, &k, &val)) {
 		struct hot_line *h = val;
 
 		if ((h->key & 0xff) == (uint64_t)p) {
+			classify(h, p);
 			g_ptr_array_add(lines, h);
 			phase_lines++;
 		}
@@ -594,10 +647,11 @@ static void write_phase(FILE *f, int p)
 			", \"stores\": %" PRIu64 ", \"local\": %" PRIu64 ", \"remote\": %"
 			PRIu64 ", \"io\": %" PRIu64 ", \"unmapped\": %" PRIu64
 			", \"hitm\": %" PRIu64 ", \"invalidations\": %" PRIu64
-			", \"shared\": %" PRIu64 ", \"shared_stores\": %" PRIu64 "}",
+			", \"shared\": %" PRIu64 ", \"shared_stores\": %" PRIu64
+			", \"false_shared\": %" PRIu64 "}",
 			i ? ", " : "", i, vcpus[i].node, c->insns_user, c->insns_kernel,
 			c->loads, c->stores, c->local, c->remote, c->io, c->unmapped,
-			c->hitm, c->inval, c->shared, c->shared_stores);
+			c->hitm, c->inval, c->shared, c->shared_stores, c->false_shared);
 	}
 	fputs("], \"lines\": [", f);
 	for (unsigned int i = 0; i < lines->len && i < top_n; i++) {

@@ -432,7 +432,7 @@ class _Boot(unittest.TestCase):
 
     def test_windows(self) -> None:
         c = self.counts
-        self.assertEqual(sorted(c.phases), [1, 2, 3, 4, 5])
+        self.assertEqual(sorted(c.phases), [1, 2, 3, 4, 5, 6])
         self.assertEqual((c.bad_markers, c.unmatched_ends, c.nested_starts, c.open_phase),
                          (0, 0, 0, None))
         self.assertEqual(c.vcpu_threads, 1)   # thread=single: no concurrent callbacks
@@ -464,6 +464,25 @@ class _Boot(unittest.TestCase):
         self.assertEqual(top.vaddr >> 63, 0)   # the user counters' line
         self.assertEqual(len(top.vcpus), 4)
         self.assertGreaterEqual(top.shared, 3 * 2 * ITERS)
+        # false sharing: stores to bytes of the line no other vCPU stores to
+        print(f'\nfalse-sharing stores: packed {packed.total("false_shared")}, padded '
+              f'{padded.total("false_shared")}', end=' ')
+        self.assertGreaterEqual(packed.total('false_shared'), 3 * ITERS)
+        self.assertGreaterEqual(packed.total('false_shared'),
+                                10 * max(1, padded.total('false_shared')))
+        self.assertGreaterEqual(top.false_shared, 3 * ITERS)
+        masks = [c.store_bytes for c in top.vcpus]
+        self.assertEqual(sorted(masks), [0xff << 8 * k for k in range(4)])
+
+    def test_true_sharing_is_not_false_sharing(self) -> None:
+        """Four threads adding to one counter share it truly: write sharing, all
+        of it, and no false-sharing stores."""
+        shared = self.counts.phase(6)
+        print(f'\none shared counter: {shared.total("shared_stores")} write-shared stores, '
+              f'{shared.total("false_shared")} false', end=' ')
+        self.assertGreaterEqual(shared.total('shared_stores'), 3 * ITERS)
+        self.assertLess(shared.total('false_shared'), shared.total('shared_stores') // 100)
+        self.assertEqual(shared.lines[0].false_shared, 0)
 
     def test_user_instructions_are_exact(self) -> None:
         v = self.vcpu(5, 0)

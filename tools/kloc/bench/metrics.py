@@ -55,6 +55,11 @@ COUNTED = {
     # (jiffies, lookups) does not.
     'wshared_pkt_all': ('stores to lines another CPU stores to, per packet, all CPUs',
                         'stores/packet', 'write sharing', True),
+    # Of those, stores to bytes of the line that no other CPU stores to while
+    # others store to the line's other bytes: false sharing, as packed
+    # per-CPU slots make it.
+    'fshared_pkt_all': ('false-sharing stores per packet, all CPUs', 'stores/packet',
+                        'false sharing', True),
     'shared_pkt_all': ('accesses to write-shared lines per packet, all CPUs',
                        'accesses/packet', 'line sharing', False),
     # Where the kernel placed the memory a boot touches varies from boot to

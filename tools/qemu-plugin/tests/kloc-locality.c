@@ -9,6 +9,8 @@
  *            counter, the counters 8 bytes apart (one cache line)
  *   phase 4  the same, 64 bytes apart (a line each)
  *   phase 5  a fixed arithmetic loop on CPU 0 (user instructions are exact)
+ *   phase 6  one thread per CPU, all adding atomically to one counter
+ *            (true sharing: the same bytes, which is not false sharing)
  *
  * and writes what it did as one JSON line to the file given with -j.
  * Static, no libnuma: mbind and get_mempolicy are raw syscalls.
@@ -98,6 +100,7 @@ struct worker {
 	pthread_t thread;
 	volatile uint64_t *slot;
 	int cpu;
+	int shared;		/* every thread adds to the same counter */
 };
 
 static atomic_int ready, go;
@@ -110,12 +113,20 @@ static void *work(void *arg)
 	atomic_fetch_add(&ready, 1);
 	while (!atomic_load(&go))
 		sched_yield();
-	for (long i = 0; i < iters; i++)
-		(*w->slot)++;
+	if (w->shared) {
+		for (long i = 0; i < iters; i++)
+			__atomic_fetch_add(w->slot, 1, __ATOMIC_RELAXED);
+	} else {
+		for (long i = 0; i < iters; i++)
+			(*w->slot)++;
+	}
 	return NULL;
 }
 
-/* Returns 0 when every counter reached iters. */
+/*
+ * Returns 0 when every counter reached iters (stride 0: the one counter
+ * reached nthreads * iters).
+ */
 static int contend(unsigned int phase, size_t stride, int nthreads)
 {
 	static uint64_t slots[MAX_THREADS * 8] __attribute__((aligned(64)));
@@ -128,6 +139,7 @@ static int contend(unsigned int phase, size_t stride, int nthreads)
 	for (int i = 0; i < nthreads; i++) {
 		w[i].slot = &slots[i * stride / sizeof(uint64_t)];
 		w[i].cpu = i;
+		w[i].shared = !stride;
 		pthread_create(&w[i].thread, NULL, work, &w[i]);
 	}
 	while (atomic_load(&ready) < nthreads)
@@ -137,6 +149,8 @@ static int contend(unsigned int phase, size_t stride, int nthreads)
 	for (int i = 0; i < nthreads; i++)
 		pthread_join(w[i].thread, NULL);
 	kloc_mark_end(phase);
+	if (!stride)
+		return slots[0] != (uint64_t)nthreads * (uint64_t)iters;
 	for (int i = 0; i < nthreads; i++)
 		bad |= *w[i].slot != (uint64_t)iters;
 	return bad;
@@ -156,7 +170,8 @@ static uint64_t compute(long n)
 int main(int argc, char **argv)
 {
 	const char *json = NULL;
-	int opt, cpu1, remote_node = -1, local_node = -1, nthreads, bad_packed, bad_padded;
+	int opt, cpu1, remote_node = -1, local_node = -1, nthreads;
+	int bad_packed, bad_padded, bad_shared;
 	uint64_t *remote, *local;
 	FILE *f;
 
@@ -203,6 +218,7 @@ int main(int argc, char **argv)
 		nthreads = MAX_THREADS;
 	bad_packed = contend(3, 8, nthreads);
 	bad_padded = contend(4, 64, nthreads);
+	bad_shared = contend(6, 0, nthreads);
 
 	pin(0);
 	kloc_mark_start(5);
@@ -216,8 +232,9 @@ int main(int argc, char **argv)
 		"\"threads\": %d, \"iters\": %ld, \"passes\": %d, \"buffer_bytes\": %d, "
 		"\"counters_exact\": %s, \"sink\": %llu}\n", cpu1, remote_node, local_node,
 		nthreads, iters, passes, BUF_BYTES,
-		bad_packed || bad_padded ? "false" : "true", (unsigned long long)sink);
+		bad_packed || bad_padded || bad_shared ? "false" : "true",
+		(unsigned long long)sink);
 	if (f != stdout)
 		fclose(f);
-	return bad_packed || bad_padded || remote_node != 0 || local_node != 1;
+	return bad_packed || bad_padded || bad_shared || remote_node != 0 || local_node != 1;
 }
