@@ -16,7 +16,7 @@ from pathlib import Path
 from kloc import procs
 from kloc.bench import metrics
 from kloc.guests import guest
-from kloc.review import patch_input, reporting, review
+from kloc.review import kcidb_schema, patch_input, reporting, review
 from kloc.series import changes, install
 from kloc.series.patching import HunkError
 from kloc.trees.sources import Tree
@@ -352,10 +352,13 @@ class Report(unittest.TestCase):
         for t in k['tests']:
             self.assertRegex(t['path'], r'^[.a-zA-Z0-9_-]*$')
             self.assertTrue(t['id'].startswith('kloc:'))
+        kcidb_schema.validate(k)
         change = [t for t in k['tests'] if t['path'] == 'lo_counters.pps_single.change'][0]
         self.assertEqual(change['status'], 'FAIL')
-        self.assertEqual(change['misc']['unit'], '%')
-        self.assertEqual(len(k['checkouts'][0]['patchset_hash']), 64)
+        self.assertEqual(change['number']['unit'], '%')
+        base_checkout, patched_checkout = k['checkouts']
+        self.assertEqual(base_checkout['patchset_hash'], '')
+        self.assertEqual(len(patched_checkout['patchset_hash']), 64)
 
 
 class DiskFull(unittest.TestCase):

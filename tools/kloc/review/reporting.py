@@ -1,22 +1,19 @@
 # SPDX-License-Identifier: GPL-2.0
-"""The review as a mail body (under 72 columns), as JSON, and as KCIDB."""
+"""The review as a mail body (under 72 columns), and as JSON (with KCIDB, kcidb.py)."""
 
 from __future__ import annotations
 
-import hashlib
-import re
 import textwrap
 
 from kloc.bench import tables
 from kloc.guests import guest
-from kloc.qemu import topology
 from kloc.bench import counted as counted_runs
-from kloc.bench.metrics import Difference, better_or_worse, verdict_words
-from kloc.review.review import ALLOCATOR, NO_KTAP, ReviewOptions, ReviewOutcome, Statuses
+from kloc.bench.metrics import Difference, better_or_worse
+from kloc.review import kcidb
+from kloc.review.review import ALLOCATOR, ReviewOptions, ReviewOutcome
 
 WIDTH = 72
-ORIGIN = 'kloc'
-REVIEW_WORDS = ('improvement', 'regression')   # a higher, a lower patched figure
+REVIEW_WORDS = kcidb.WORDS     # a better, a worse patched figure; the KCIDB record's too
 
 
 def _wrap_command(cmd: list[str], images: dict[str, str]) -> list[str]:
@@ -118,82 +115,14 @@ def render(o: ReviewOutcome, opts: ReviewOptions) -> str:
     return '\n'.join(lines) + '\n'
 
 
-def _test_path(*parts: str) -> str:
-    return '.'.join(re.sub(r'[^a-zA-Z0-9_-]+', '_', p).strip('_') for p in parts)
-
-
-def kcidb(o: ReviewOutcome, opts: ReviewOptions) -> dict[str, object]:
-    """A KCIDB v4.3 submission; figures, which it has no field for, under misc."""
-    patch_hash = hashlib.sha256(((o.patch.sha256 if o.patch else '') + '\n').encode()) \
-        .hexdigest() if o.patch and not opts.aa else ''
-    checkout = f'{ORIGIN}:{o.base.version}-{(patch_hash or "aa")[:16]}'
-    checkouts: list[dict[str, object]] = [{
-        'id': checkout, 'origin': ORIGIN, 'patchset_hash': patch_hash,
-        'comment': o.patch.subject if o.patch and not opts.aa else 'A/A', 'valid': True,
-        'misc': {'base': f'Linux {o.base.version}', 'base_origin': o.base.origin,
-                 'uncommitted_files': o.dirty}}]
-    builds: list[dict[str, object]] = []
-    tests: list[dict[str, object]] = []
-    bench_arch = topology.get(opts.bench_topology).arch
-    for side in ('base', 'patched'):
-        if opts.kunit and not opts.aa:
-            for arch in sorted({topology.get(t).arch for t in opts.topologies}):
-                bid = f'{checkout}-{side}-kunit-{arch}'
-                builds.append({'id': bid, 'checkout_id': checkout, 'origin': ORIGIN,
-                               'architecture': arch, 'config_name': 'kunit', 'valid': True,
-                               'misc': {'side': side}})
-                tests += _kunit_tests(o.kunit_statuses.get(side, {}), bid, arch)
-        bid = f'{checkout}-{side}-guest-{bench_arch}'
-        builds.append({'id': bid, 'checkout_id': checkout, 'origin': ORIGIN,
-                       'architecture': bench_arch,
-                       'config_name': f'guest-base+numa+{ALLOCATOR}', 'valid': True,
-                       'misc': {'side': side}})
-        for d in all_diffs(o):
-            s = d.a if side == 'base' else d.b
-            tests.append({'id': f'{bid}:{_test_path("lo_counters", d.figure.name)}',
-                          'build_id': bid, 'origin': ORIGIN,
-                          'path': _test_path('lo_counters', d.figure.name), 'status': 'DONE',
-                          'environment': {'comment': f'QEMU {opts.bench_topology}'},
-                          'misc': {'value': s.median, 'unit': d.figure.unit,
-                                   'statistic': 'median', 'ci95': [s.ci.lo, s.ci.hi],
-                                   'runs': len(s.values)}})
-    bid = f'{checkout}-patched-guest-{bench_arch}'
-    for d in all_diffs(o):
-        tests.append({'id': f'{bid}:{_test_path("lo_counters", d.figure.name, "change")}',
-                      'build_id': bid, 'origin': ORIGIN,
-                      'path': _test_path('lo_counters', d.figure.name, 'change'),
-                      # No significant difference passes only with the power to
-                      # see the change of interest; without it the test is DONE.
-                      'status': 'FAIL' if better_or_worse(d) == 'worse' else
-                      {'detail': 'DONE', 'inconclusive': 'DONE'}.get(d.verdict, 'PASS'),
-                      'misc': {'value': d.change_pct, 'unit': '%', 'p': d.test.p,
-                               'kind': d.figure.kind,
-                               'p_holm': d.p_adjusted, 'alpha': opts.alpha,
-                               'detectable_change_pct': d.detectable_pct,
-                               'verdict': verdict_words(d, 'patched', REVIEW_WORDS)}})
-    return {'version': {'major': 4, 'minor': 3}, 'checkouts': checkouts, 'builds': builds,
-            'tests': tests}
-
-
-def _kunit_tests(statuses: Statuses, build_id: str, arch: str) -> list[dict[str, object]]:
-    out: list[dict[str, object]] = []
-    for (topo, case), status in statuses.items():
-        if case == NO_KTAP or topology.get(topo).arch != arch:
-            continue  # a run that printed no KTAP has no cases to report
-        tpath = _test_path('kunit', *case.split('.'))
-        out.append({'id': f'{build_id}:{topo}:{tpath}', 'build_id': build_id,
-                    'origin': ORIGIN, 'path': tpath,
-                    'status': 'ERROR' if status == 'CRASHED' else status,
-                    'environment': {'comment': f'QEMU {topo}'}})
-    return out
-
-
 def all_diffs(o: ReviewOutcome) -> list[Difference]:
     """The timed figures, then the counted ones."""
     return o.diffs + (o.counted.diffs if o.counted else [])
 
 
-def to_json(o: ReviewOutcome, opts: ReviewOptions) -> dict[str, object]:
+def to_json(o: ReviewOutcome, opts: ReviewOptions,
+            run_id: str | None = None) -> dict[str, object]:
+    """run_id: the KCIDB ids' part for this report; a new one (kcidb.new_run_id) if None."""
     return {
         'patch': None if not o.patch or opts.aa else {
             'file': str(o.patch.path), 'subject': o.patch.subject, 'sha256': o.patch.sha256,
@@ -214,5 +143,5 @@ def to_json(o: ReviewOutcome, opts: ReviewOptions) -> dict[str, object]:
             'figures': tables.to_json(o.counted.diffs, 'base', 'patched', opts.alpha),
             'contended_lines': o.counted.attribution},
         'verdict': overall(all_diffs(o), len(o.kunit_changes)),
-        'kcidb': kcidb(o, opts),
+        'kcidb': kcidb.submission(o, opts, run_id or kcidb.new_run_id()),
     }
