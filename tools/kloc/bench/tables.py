@@ -16,6 +16,8 @@ SEED_EFFECT = EFFECT_OF_INTEREST
 def _fmt(v: float, unit: str) -> str:
     if unit in ('ratio', '%'):
         return f'{v:.3f}'
+    if v and abs(v) < 1:        # three significant digits: 0.00237, not 0.0
+        return f'{v:.3g}'
     return f'{v:,.1f}' if abs(v) < 1000 else f'{v:,.0f}'
 
 
