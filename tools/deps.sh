@@ -30,6 +30,7 @@ DEPS=(
 	"device-tree-compiler fdtput"
 	"busybox-static /bin/busybox"
 	"cpio cpio"
+	"rsync rsync"
 	"ccache ccache"
 	"kmod depmod"
 	"sparse sparse"
