@@ -91,19 +91,74 @@ class Console(unittest.TestCase):
             self.assertTrue(why, text)
 
 
+class StockInstall(unittest.TestCase):
+    def test_command_is_the_stock_install_built_static(self) -> None:
+        ksft, inst, build = Path('/t/tools/testing/selftests'), Path('/i'), Path('/b')
+        cmd = guest.install_command('x86_64', ksft, inst, build)
+        self.assertEqual(cmd[:5], ['make', '-C', str(ksft), 'TARGETS=lo_counters', 'install'])
+        for arg in ('INSTALL_PATH=/i', 'O=/b', 'LDFLAGS=-static', 'CC=gcc', 'ARCH=x86_64'):
+            self.assertIn(arg, cmd)
+        self.assertFalse([a for a in cmd if a.startswith('CROSS_COMPILE=')])
+        arm = guest.install_command('arm64', ksft, inst, build)
+        self.assertIn('CC=aarch64-linux-gnu-gcc', arm)
+        self.assertIn('CROSS_COMPILE=aarch64-linux-gnu-', arm)
+        self.assertIn('ARCH=arm64', arm)
+
+    def test_install_root(self) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            inst = Path(d)
+            (inst / 'lo_counters').mkdir()
+            (inst / 'lo_counters' / 'lo_counters').write_bytes(b'\x7fELF')
+            self.assertIsNone(guest.install_root(inst / 'lo_counters' / 'lo_counters'))
+            (inst / 'run_kselftest.sh').write_text('#!/bin/sh\n')
+            self.assertEqual(guest.install_root(inst / 'lo_counters' / 'lo_counters'), inst)
+            self.assertEqual(guest.installed_test(inst), inst / 'lo_counters' / 'lo_counters')
+
+
+def listing(img: Path) -> set[str]:
+    return set(subprocess.run(f'zcat {img} | cpio -t --quiet', shell=True,
+                              capture_output=True, text=True, check=True).stdout.split())
+
+
+def init_of(img: Path) -> str:
+    return subprocess.run(f'zcat {img} | cpio -i --to-stdout --quiet init', shell=True,
+                          capture_output=True, text=True, check=True).stdout
+
+
 class Initramfs(unittest.TestCase):
-    def test_contents(self) -> None:
+    def setUp(self) -> None:
         if not guest.BUSYBOX.exists():
             self.skipTest('busybox-static is not installed')
+
+    def test_a_kselftest_install_goes_in_whole(self) -> None:
         with tempfile.TemporaryDirectory() as d:
-            binary = Path(d) / 'lo_counters'
-            binary.write_bytes(b'\x7fELF')
-            img = guest.initramfs(binary, ['-d', '1'], Path(d) / 'initrd.gz', 'x86_64')
-            listing = subprocess.run(f'zcat {img} | cpio -t --quiet', shell=True,
-                                     capture_output=True, text=True, check=True).stdout
-            names = set(listing.split())
-            self.assertTrue({'init', 'lo_counters', 'bin/busybox', 'proc', 'sys'} <= names)
-            init = subprocess.run(f'zcat {img} | cpio -i --to-stdout --quiet init', shell=True,
-                                  capture_output=True, text=True, check=True).stdout
-            self.assertIn('/lo_counters -d 1 -j /tmp.json', init)
+            inst = Path(d) / 'kselftest-x86_64'
+            for rel, data in (('run_kselftest.sh', b'#!/bin/sh\n'),
+                              ('kselftest/runner.sh', b'#!/bin/sh\n'),
+                              ('kselftest-list.txt', b'lo_counters:lo_counters\n'),
+                              ('lo_counters/lo_counters', b'\x7fELF'),
+                              ('lo_counters/settings', b'timeout=120\n'),
+                              ('lo_counters/config', b'CONFIG_NET=y\n')):
+                (inst / rel).parent.mkdir(parents=True, exist_ok=True)
+                (inst / rel).write_bytes(data)
+            img = guest.initramfs(guest.installed_test(inst), ['-d', '1', '-w', '0.5'],
+                                  Path(d) / 'initrd.gz', 'x86_64')
+            names = listing(img)
+            self.assertTrue({'init', 'bin/busybox', 'proc', 'sys', 'kselftest/run_kselftest.sh',
+                             'kselftest/kselftest/runner.sh', 'kselftest/kselftest-list.txt',
+                             'kselftest/lo_counters/lo_counters',
+                             'kselftest/lo_counters/settings'} <= names, names)
+            init = init_of(img)
+            self.assertIn('/kselftest/lo_counters/lo_counters -d 1 -w 0.5 -j /tmp.json', init)
+            self.assertIn(f'echo {guest.BEGIN}', init)
+            self.assertIn(f'echo "{guest.END} $rc"', init)
             self.assertIn('reboot -f', init)
+
+    def test_another_program_takes_the_tests_place(self) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            binary = Path(d) / 'kloc-locality'
+            binary.write_bytes(b'\x7fELF')
+            img = guest.initramfs(binary, ['-n', '5'], Path(d) / 'initrd.gz', 'x86_64')
+            self.assertIn('kselftest/lo_counters/lo_counters', listing(img))
+            self.assertNotIn('kselftest/run_kselftest.sh', listing(img))
+            self.assertIn('/kselftest/lo_counters/lo_counters -n 5 -j /tmp.json', init_of(img))

@@ -3,9 +3,10 @@
 
 A guest is tinyconfig plus the fragments in configs/ (base, numa, and the
 slab allocator), built once per tree, arch and allocator, with a busybox
-initramfs that runs the static kselftest and reboots. A run that panics,
-hangs or prints no result is a failed run with its console tail, never a
-result.
+initramfs that holds the kselftest installed the stock way (make -C
+tools/testing/selftests TARGETS=lo_counters install, static), runs the
+installed test once and reboots. A run that panics, hangs or prints no
+result is a failed run with its console tail, never a result.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from kloc.errors import KlocError
 
 CONFIGS = PACKAGE_ROOT / 'configs'
 SELFTEST = PACKAGE_ROOT / 'selftests' / 'lo_counters' / 'lo_counters.c'
-MARKER_DIR = PACKAGE_ROOT / 'tools' / 'qemu-plugin'     # kloc-marker.h
 BUSYBOX = Path('/bin/busybox')
 ALLOCATORS = ('slub', 'slab')
 SLAB_REMOVED = KernelVersion(6, 8)
@@ -132,19 +132,61 @@ def build(guest: Guest, logs: Path) -> Path:
     return guest.image()
 
 
-def static_selftest(arch: str, ksft_dir: Path, out: Path) -> Path:
+TARGET = 'lo_counters'
+# Where the initramfs holds the kselftest install; its init runs the test from it.
+GUEST_INSTALL = 'kselftest'
+GUEST_TEST = f'/{GUEST_INSTALL}/{TARGET}/{TARGET}'
+
+
+def install_command(arch: str, ksft_dir: Path, install_path: Path, build: Path) -> list[str]:
+    """The stock kselftest install of lo_counters, static, for arch.
+
+    make -C <tree>/tools/testing/selftests TARGETS=lo_counters install, as
+    tuxmake, KernelCI and LKFT run it; O= keeps the build out of the tree.
+    """
     cross = arches.get(arch).cross_prefix()
-    binary = out / f'lo_counters-{arch}'
-    tmp = binary.with_name(f'.{binary.name}.kloc-tmp')   # the binary appears whole or not
+    cmd = ['make', '-C', str(ksft_dir), f'TARGETS={TARGET}', 'install',
+           f'INSTALL_PATH={install_path}', f'O={build}', f'ARCH={arch}',
+           'LDFLAGS=-static', f'CC={cross}gcc']
+    if cross:
+        cmd.append(f'CROSS_COMPILE={cross}')
+    return cmd
+
+
+def installed_test(install_path: Path) -> Path:
+    return install_path / TARGET / TARGET
+
+
+def static_selftest(arch: str, ksft_dir: Path, out: Path) -> Path:
+    """Install the tree's lo_counters the stock way, static, into out/kselftest-<arch>;
+    return the installed binary (initramfs() packs the install it sits in).
+    """
+    dest = out / f'kselftest-{arch}'
+    log = out / f'kselftest-{arch}.log'
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f'.{dest.name}.kloc-tmp')    # the install appears whole or not
+    shutil.rmtree(tmp, ignore_errors=True)
     try:
-        subprocess.run([f'{cross}gcc', '-static', '-O2', '-Wall', '-iquote',
-                        str(ksft_dir / 'net'), '-iquote', str(MARKER_DIR), '-o', str(tmp),
-                        str(SELFTEST), '-lpthread'],
-                       check=True)
-        tmp.replace(binary)
+        with tempfile.TemporaryDirectory(prefix='kloc-ksft-build-') as build:
+            cmd = install_command(arch, ksft_dir, tmp, Path(build))
+            rc = run_logged(cmd, log, f'{TARGET} install ({arch})')
+        if rc or not installed_test(tmp).is_file():
+            raise GuestError(f'{TARGET}: the stock kselftest install for {arch} failed '
+                             f'(make -C {ksft_dir} TARGETS={TARGET} install); '
+                             f'{disk_full_hint(log)}last lines of {log}:\n{tail(log)}')
+        shutil.rmtree(dest, ignore_errors=True)
+        tmp.rename(dest)
     finally:
-        tmp.unlink(missing_ok=True)
-    return binary
+        shutil.rmtree(tmp, ignore_errors=True)
+    return installed_test(dest)
+
+
+def install_root(binary: Path) -> Path | None:
+    """The kselftest install the binary sits in (INSTALL/lo_counters/lo_counters), if any."""
+    root = binary.parent.parent
+    if binary.parent.name == TARGET and (root / 'run_kselftest.sh').is_file():
+        return root
+    return None
 
 
 def _host_arch() -> str:
@@ -178,19 +220,30 @@ def busybox(arch: str) -> Path:
 
 
 def initramfs(binary: Path, args: list[str], out: Path, arch: str) -> Path:
-    """busybox, the selftest, and an /init that runs it once and reboots."""
+    """busybox, the kselftest install, and an /init that runs the test once and reboots.
+
+    binary is the installed test static_selftest() returns: its whole install
+    (run_kselftest.sh, kselftest/, lo_counters/) goes in as /kselftest. Any
+    other static program is packed alone in the test's place.
+    """
     box = busybox(arch)
     with tempfile.TemporaryDirectory(prefix='kloc-initramfs-') as tmp:
         root = Path(tmp)
         for d in ('bin', 'proc', 'sys', 'dev'):
             (root / d).mkdir()
         shutil.copy2(box, root / 'bin' / 'busybox')
-        shutil.copy2(binary, root / 'lo_counters')
+        installed = install_root(binary)
+        inside = root / GUEST_INSTALL
+        if installed is not None:
+            shutil.copytree(installed, inside, symlinks=True)
+        else:
+            (inside / TARGET).mkdir(parents=True)
+            shutil.copy2(binary, inside / TARGET / TARGET)
         init = root / 'init'
         init.write_text('#!/bin/busybox sh\n'
                         '/bin/busybox mount -t proc proc /proc\n'
                         '/bin/busybox mount -t sysfs sys /sys\n'
-                        f'/lo_counters {" ".join(args)} -j /tmp.json\n'
+                        f'{GUEST_TEST} {" ".join(args)} -j /tmp.json\n'
                         'rc=$?\n'
                         f'echo {BEGIN}\n/bin/busybox cat /tmp.json\necho "{END} $rc"\n'
                         '/bin/busybox reboot -f\n')
