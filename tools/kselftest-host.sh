@@ -1,9 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Build the package's kselftests standalone and in-tree (make -C
-# tools/testing/selftests TARGETS=...), and run them in-tree through the
-# kselftest runner on this machine's own kernel. Output goes to $OUT.
+# Build the package's kselftests standalone, then install them the stock
+# way (make -C tools/testing/selftests TARGETS=... install, as tuxmake,
+# KernelCI and LKFT do) and run them from the install through
+# run_kselftest.sh -c on this machine's own kernel. Output goes to $OUT.
 
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,10 +27,21 @@ for t in $TARGETS; do
 		CFLAGS="-O2 -Wall -Wextra -Werror" clean all >"$out/$t-standalone.log" 2>&1 ||
 		{ cat "$out/$t-standalone.log"; fail=1; }
 	make -s -C "selftests/$t" KSFT_DIR="$tree/tools/testing/selftests" clean
-	echo "kselftest: $t: in-tree run on this kernel ($(uname -r))" >&2
-	make -s -C "$tree/tools/testing/selftests" TARGETS="$t" O="$out/build" \
-		run_tests >"$out/$t.ktap" 2>&1 || true
+done
+
+echo "kselftest: make -C tools/testing/selftests TARGETS=\"$TARGETS\" install" >&2
+if ! make -C "$tree/tools/testing/selftests" TARGETS="$TARGETS" O="$out/build" \
+	INSTALL_PATH="$out/install" install >"$out/install.log" 2>&1; then
+	cat "$out/install.log"
+	exit 1
+fi
+for t in $TARGETS; do
+	echo "kselftest: $t: run_kselftest.sh -c $t on this kernel ($(uname -r))" >&2
+	# Appended to: the runner reopens /dev/stdout (O_APPEND) for the test's output.
+	: >"$out/$t.ktap"
+	(cd "$out/install" && ./run_kselftest.sh -c "$t") >>"$out/$t.ktap" 2>&1 || fail=1
 	cat "$out/$t.ktap"
-	grep -q "^ok [0-9]* selftests: $t: " "$out/$t.ktap" || fail=1
+	grep -Eq "^ok [0-9]+ selftests: $t: [^ ]+( # SKIP)?$" "$out/$t.ktap" || fail=1
+	! grep -q "^not ok [0-9]* selftests: $t: " "$out/$t.ktap" || fail=1
 done
 exit $fail
