@@ -1,0 +1,257 @@
+# SPDX-License-Identifier: GPL-2.0
+"""lo_counters the stock way, on a pristine tree, as tuxmake, KernelCI and LKFT run it.
+
+For each supported kernel: a pristine tree in a temporary directory (the
+key files, every file the series touches, scripts/subarch.include and all
+of tools/testing/selftests), taken from $KDIR, from the cached Debian tree
+(its saved originals where the package is installed: the cache is only
+read) or from Debian's tarball. The series is installed with the command
+line; then, on this machine's kernel:
+
+  make -C tools/testing/selftests TARGETS=lo_counters install
+  ./run_kselftest.sh -c lo_counters            (from the install dir)
+  make -C tools/testing/selftests gen_tar      (the default TARGETS)
+
+must build, run the default run (no options) within the settings timeout
+to a KTAP result (pass, or skip where no network namespace may be made),
+and pack lo_counters; uninstall must leave the tree byte for byte as it
+was. Skipped only when no tree can be found.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import unittest
+from dataclasses import dataclass
+from pathlib import Path
+
+from kloc.series import install
+from kloc.trees import kernels, sources
+from kloc.paths import cache_dir
+from kloc.version import KernelVersion, tree_version
+
+TOOLS = Path(__file__).resolve().parents[1]
+KSFT = 'tools/testing/selftests'
+TARGET = 'lo_counters'
+EXTRA = ('scripts/subarch.include',)
+TARGETS_LINE = re.compile(r'^TARGETS \+= (\S+)$', re.M)
+RESULT = re.compile(rf'^(not )?ok 1 selftests: {TARGET}: {TARGET}(.*)$', re.M)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a pristine tree of one kernel comes from."""
+    kernel: str
+    tree: Path | None = None        # a tree (pristine through its .kloc/ if installed)
+    tarball: Path | None = None     # else Debian's linux-source tarball
+
+
+def find_source(kernel: str) -> Source | None:
+    cached = cache_dir() / 'trees' / f'linux-{kernel}' / 'src'
+    if (cached / KSFT / 'Makefile').is_file():
+        return Source(kernel, tree=cached)
+    tarball = sources.source_dir() / f'linux-source-{kernel}.tar.xz'
+    if tarball.is_file():
+        return Source(kernel, tarball=tarball)
+    return None
+
+
+def sources_to_test() -> list[Source]:
+    kdir = os.environ.get('KDIR', '')
+    if kdir:
+        return [Source('KDIR', tree=Path(kdir).expanduser().resolve())]
+    found = [find_source(k) for k in kernels.names()]
+    return [s for s in found if s is not None]
+
+
+def copy_pristine(tree: Path, dest: Path) -> None:
+    """The parts of tree the test needs, as they were before the package."""
+    files, read = install.pristine_reader(tree)          # reads only
+    version = tree_version(tree)
+    added = {rel for rel, had in files.items() if not had}
+    emptied: set[Path] = set()
+
+    def ignore(where: str, names: list[str]) -> set[str]:
+        rel_dir = Path(where).relative_to(tree)
+        skip = {n for n in names if str(rel_dir / n) in added}
+        if skip and len(skip) == len(names):
+            emptied.add(dest / rel_dir)
+        return skip
+    shutil.copytree(tree / KSFT, dest / KSFT, symlinks=True, ignore=ignore)
+    for d in sorted(emptied, reverse=True):
+        while d != dest and d.is_dir() and not any(d.iterdir()):
+            d.rmdir()
+            d = d.parent
+    for rel in set(sources.checked_files(version)) | set(EXTRA) | set(files):
+        data = read(rel)
+        if data is None:
+            continue
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.unlink(missing_ok=True)
+        target.write_bytes(data)
+        if (tree / rel).exists():
+            os.chmod(target, stat.S_IMODE((tree / rel).stat().st_mode))
+
+
+def extract_pristine(tarball: Path, kernel: str, dest: Path) -> None:
+    top = f'linux-source-{kernel}'
+    version = KernelVersion.parse(kernel)
+    parts = [KSFT, *EXTRA, *sources.checked_files(version)]
+    dest.mkdir(parents=True)
+    subprocess.run(['tar', '-xJf', str(tarball), '-C', str(dest), '--strip-components=1',
+                    '--ignore-failed-read', *[f'{top}/{p}' for p in parts]],
+                   check=True, capture_output=True)
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every file (content, mode, link target) and directory under root."""
+    out = {}
+    for dirpath, dirs, names in os.walk(root):
+        for n in dirs:
+            out[str((Path(dirpath) / n).relative_to(root)) + '/'] = 'dir'
+        for n in names:
+            p = Path(dirpath) / n
+            st = p.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                out[str(p.relative_to(root))] = 'link ' + os.readlink(p)
+            else:
+                out[str(p.relative_to(root))] = f'{stat.S_IMODE(st.st_mode):o} ' + \
+                    (install.sha(p.read_bytes()) or '')
+    return out
+
+
+def kloc(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, '-m', 'kloc', *args], cwd=TOOLS,
+                          env=dict(os.environ, PYTHONPATH=str(TOOLS)),
+                          capture_output=True, text=True)
+
+
+def make(ksft: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(['make', '-C', str(ksft), *args], capture_output=True, text=True)
+
+
+def settings_timeout(path: Path) -> int:
+    m = re.search(r'^timeout=(\d+)$', path.read_text(), re.M)
+    assert m, f'{path} sets no timeout'
+    return int(m.group(1))
+
+
+class StockKselftest(unittest.TestCase):
+    def setUp(self) -> None:
+        for tool in ('make', 'cc', 'rsync', 'tar'):
+            if shutil.which(tool) is None:
+                self.fail(f'{tool} is missing; the stock kselftest build needs it '
+                          '(tools/deps.sh installs it)')
+        self.found = sources_to_test()
+        if not self.found:
+            self.skipTest(f'no kernel tree: none cached in {cache_dir()}/trees, no '
+                          f'linux-source tarball in {sources.source_dir()}, no KDIR '
+                          '(make tree, or make deps)')
+
+    def test_stock_install_run_gen_tar_and_uninstall(self) -> None:
+        for src in self.found:
+            with self.subTest(kernel=src.kernel), \
+                    tempfile.TemporaryDirectory(prefix='kloc-ksft-stock-') as tmp:
+                self.round_trip(src, Path(tmp))
+
+    def round_trip(self, src: Source, tmp: Path) -> None:
+        times: dict[str, float] = {}
+        start = last = time.monotonic()
+
+        def lap(what: str) -> None:
+            nonlocal last
+            now = time.monotonic()
+            times[what] = now - last
+            last = now
+        root = tmp / 'linux'
+        if src.tree is not None:
+            copy_pristine(src.tree, root)
+        else:
+            assert src.tarball is not None
+            extract_pristine(src.tarball, src.kernel, root)
+        lap('copy')
+        before = snapshot(root)
+        ksft = root / KSFT
+        r = kloc('install', '--kdir', str(root))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lap('install')
+        self.check_installed(ksft)
+
+        # make -C tools/testing/selftests TARGETS=lo_counters install
+        inst = tmp / 'install'
+        r = make(ksft, f'TARGETS={TARGET}', 'install', f'INSTALL_PATH={inst}',
+                 f'O={tmp / "build"}')
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        for name in (TARGET, 'config', 'settings'):
+            self.assertTrue((inst / TARGET / name).is_file(), f'{name} is not installed')
+        self.assertIn(f'{TARGET}:{TARGET}', (inst / 'kselftest-list.txt').read_text())
+        lap('make install')
+
+        # run_kselftest.sh -c lo_counters, from the install dir: the default run
+        timeout = settings_timeout(inst / TARGET / 'settings')
+        run_start = time.monotonic()
+        r = subprocess.run(['./run_kselftest.sh', '-c', TARGET], cwd=inst,
+                           capture_output=True, text=True, timeout=timeout + 30)
+        secs = time.monotonic() - run_start
+        lap('run_kselftest.sh')
+        self.check_run(r, secs, timeout)
+
+        # gen_tar with the Makefile's own TARGETS: all but lo_counters skipped
+        others = sorted(set(TARGETS_LINE.findall((ksft / 'Makefile').read_text())) - {TARGET})
+        r = make(ksft, 'gen_tar', f'SKIP_TARGETS={" ".join(others)}', 'INSTALL_DEP_TARGETS=',
+                 f'O={tmp / "tar-build"}')
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        tarball = tmp / 'tar-build/kselftest/kselftest_install/kselftest-packages/kselftest.tar.gz'
+        with tarfile.open(tarball) as t:
+            names = {n.lstrip('./') for n in t.getnames()}
+        for name in (f'{TARGET}/{TARGET}', f'{TARGET}/config', f'{TARGET}/settings',
+                     'run_kselftest.sh', 'kselftest-list.txt'):
+            self.assertIn(name, names, f'gen_tar\'s {tarball.name} lacks {name}')
+        lap('gen_tar')
+
+        r = kloc('uninstall', '--kdir', str(root))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(snapshot(root), before, 'uninstall did not leave the tree pristine')
+        lap('uninstall')
+        print(f'\n{self.id()}: linux {tree_version(root)}: '
+              f'{time.monotonic() - start:.1f} s (' +
+              ', '.join(f'{k} {v:.1f} s' for k, v in times.items()) + ')', file=sys.stderr)
+
+    def check_installed(self, ksft: Path) -> None:
+        """The hook: lo_counters in TARGETS in sorted position; its .gitignore and config."""
+        targets = TARGETS_LINE.findall((ksft / 'Makefile').read_text())
+        self.assertEqual(targets.count(TARGET), 1, 'lo_counters is not in TARGETS once')
+        i = targets.index(TARGET)
+        self.assertLess(targets[i - 1], TARGET)
+        self.assertLess(TARGET, targets[i + 1])
+        ignored = (ksft / TARGET / '.gitignore').read_text().split('\n')
+        self.assertIn(TARGET, ignored)
+        keys = [ln.split('=')[0] for ln in (ksft / TARGET / 'config').read_text().split()]
+        self.assertEqual(keys, sorted(keys), 'config is not sorted by key')
+
+    def check_run(self, r: subprocess.CompletedProcess[str], secs: float, timeout: int) -> None:
+        why = f'exit {r.returncode} in {secs:.1f} s:\n{r.stdout}{r.stderr}'
+        self.assertEqual(r.returncode, 0, why)
+        self.assertLess(secs, timeout, why)
+        lines = r.stdout.splitlines()
+        self.assertIn('TAP version 13', lines[:2], why)
+        self.assertIn('1..1', lines, why)
+        m = RESULT.search(r.stdout)
+        assert m is not None, f'no KTAP result line for {TARGET}; {why}'
+        # runner.sh: exit 0 is "ok", 4 (KSFT_SKIP) "ok ... # SKIP", others "not ok"
+        self.assertIsNone(m.group(1), why)
+        self.assertIn(m.group(2), ('', ' # SKIP'), why)
+        inner = [ln[2:] for ln in lines if ln.startswith('# ')]
+        self.assertIn('TAP version 13', inner, f'the test printed no KTAP; {why}')
+        if not m.group(2):
+            self.assertIn('1..3', inner, why)
+            self.assertTrue(all(not ln.startswith('not ok') for ln in inner), why)
