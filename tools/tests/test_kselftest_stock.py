@@ -107,9 +107,12 @@ def extract_pristine(tarball: Path, kernel: str, dest: Path) -> None:
     version = KernelVersion.parse(kernel)
     parts = [KSFT, *EXTRA, *sources.checked_files(version)]
     dest.mkdir(parents=True)
-    subprocess.run(['tar', '-xJf', str(tarball), '-C', str(dest), '--strip-components=1',
-                    '--ignore-failed-read', *[f'{top}/{p}' for p in parts]],
-                   check=True, capture_output=True)
+    # The files the series adds are not in the tarball: tar names them and exits 2.
+    r = subprocess.run(['tar', '-xJf', str(tarball), '-C', str(dest), '--strip-components=1',
+                        '--ignore-failed-read', *[f'{top}/{p}' for p in parts]],
+                       capture_output=True, text=True)
+    for rel in ('Makefile', f'{KSFT}/Makefile', f'{KSFT}/lib.mk'):
+        assert (dest / rel).is_file(), f'{tarball} has no {rel}: {r.stderr}'
 
 
 def snapshot(root: Path) -> dict[str, str]:
