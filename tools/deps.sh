@@ -44,6 +44,9 @@ DEPS=(
 	"libglib2.0-dev /usr/include/glib-2.0/glib.h"
 	"pkg-config pkg-config"
 	"dpkg-dev dpkg-source"
+	# lava-run (make lava RUN=1, make test); it brings python3-yaml and python3-jinja2,
+	# which make lava uses to write the jobs and render the device.
+	"lava-dispatcher /usr/bin/lava-run"
 	"linux-source-6.12 /usr/src/linux-source-6.12.tar.xz"
 	"linux-source-6.1 /usr/src/linux-source-6.1.tar.xz"
 )
