@@ -27,8 +27,8 @@ NUMBERS = $(call opt,--timeout,$(TIMEOUT)) $(call opt,--runs,$(RUNS)) \
 	$(call opt,--seconds,$(SECONDS)) $(call opt,--alpha,$(ALPHA)) $(call opt,--mde,$(MDE)) \
 	$(call opt,--counted,$(COUNTED))
 
-.PHONY: help deps tree install uninstall patches kunit kselftest guest compare review bench-aa mutants report run test \
-	check-tools lint clean
+.PHONY: help deps tree install uninstall patches kunit kselftest guest compare review bench-aa mutants lava \
+	report run test check-tools lint clean
 
 help:
 	@echo 'kloc: kernel locality tests (see README.md)'
@@ -48,6 +48,7 @@ help:
 	@echo '  make review      PATCH=file: base vs patched kernel, KUnit + loopback A/B; report'
 	@echo '  make bench-aa    20 short A/A reviews: how often a null difference is called'
 	@echo '  make mutants     apply each mutant to a copy of the tree; each must be caught'
+	@echo '  make lava        LAVA jobs for the KUnit kernels and the guest kselftest (RUN=1: run them here)'
 	@echo '  make report      merge $$(OUT)/kunit into junit.xml and print the summary'
 	@echo '  make check-tools unit tests of tools/'
 	@echo '  make lint        checkpatch --strict, W=1 and sparse, mypy --strict, flake8, shellcheck'
@@ -107,6 +108,12 @@ kselftest: deps
 mutants: deps
 	@$(KLOC) mutants $(TREE) --out $(call q,$(OUT)) --jobs $(call q,$(JOBS)) \
 		$(call opt,--timeout,$(TIMEOUT))
+
+# LAVA job definitions of the built kernels; RUN=1 runs them here with lava-run.
+lava: deps
+	@$(KLOC) lava $(TREE) --out $(call q,$(OUT)) $(call opt,--topologies,$(TOPOLOGIES)) \
+		$(call opt,--timeout,$(TIMEOUT)) $(call opt,--seconds,$(SECONDS)) \
+		$(call opt,--artifacts-url,$(LAVA_ARTIFACTS_URL)) $(if $(filter-out 0,$(RUN)),--run)
 
 report:
 	@$(KLOC) report --out $(call q,$(OUT))

@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from kloc import defaults, progress
+from kloc import defaults, lava_kcidb, progress
 from kloc.bench import compare, counted as counted_runs, plot, stats
 from kloc.guests import guest
 from kloc.kunit import junit, runner, suites, summary
+from kloc.lava import export as lava_export, local as lava_local, session as lava_session
 from kloc.mutants import mutants
 from kloc.qemu import arches, topology
-from kloc.review import patch_input, reporting, review
+from kloc.review import kcidb, patch_input, reporting, review
 from kloc.series import changes, install, mail
 from kloc.trees import kernels
 from kloc.atomicfile import write_text
@@ -239,6 +240,42 @@ def cmd_review(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_lava(args: argparse.Namespace) -> int:
+    """Write the LAVA jobs; with --run, run them here with lava-run and read them back."""
+    tree = _tree(args)
+    names = tuple(t for t in args.topologies.split(',') if t) if args.topologies \
+        else tuple(topology.TOPOLOGIES)
+    for n in names:
+        topology.get(n)
+    out = Path(args.out).resolve()
+    lava_dir = out / 'lava' / tree.label
+    if args.run:
+        lava_local.lava_run()       # missing: say so before anything is written
+    kunit_timeout = args.timeout or int(defaults.value('timeout', 'kunit'))
+    guest_timeout = args.timeout or int(defaults.value('timeout', 'guest'))
+    lava_export.write(lava_export.Request(tree, cache_dir(), lava_dir, names, kunit_timeout,
+                                          guest_timeout, args.seconds, args.artifacts_url))
+    if not args.run:
+        print(f'LAVA jobs: {lava_dir}/jobs/*.yaml; images: {lava_dir}/artifacts; device '
+              f'dictionary: {lava_dir}/device (docs/lava.md); make lava RUN=1 runs them here')
+        return 0
+    opts = lava_session.Options(lava_dir, cache_dir(),
+                                out / 'kunit' / tree.label if args.compare else None,
+                                args.direct_boots if args.compare else 0, guest_timeout,
+                                tuple(j for j in args.only.split(',') if j))
+    o = lava_session.run(tree, opts)
+    write_text(lava_dir / 'junit.xml', junit.to_xml(o.junit_runs()))
+    write_text(lava_dir / 'kcidb.json', json.dumps(
+        lava_kcidb.submission(tree, o, kcidb.new_run_id()), indent=1) + '\n')
+    text = lava_session.render(o)
+    write_text(lava_dir / 'summary.txt', text)
+    print(text, end='')
+    print(f'{"PASS" if o.ok else "FAIL"}: {len(o.kunit)} KUnit and {len(o.selftests)} '
+          f'kselftest LAVA jobs; JUnit: {lava_dir}/junit.xml, KCIDB: {lava_dir}/kcidb.json, '
+          f'logs: {lava_dir}/results/')
+    return 0 if o.ok else 1
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     return report(Path(args.out))
 
@@ -356,6 +393,28 @@ def _review_opts(sp: argparse.ArgumentParser) -> None:
     sp.add_argument('--no-kunit', action='store_true', help='the loopback A/B only')
 
 
+def _lava_opts(sp: argparse.ArgumentParser) -> None:
+    _kunit_opts(sp)
+    sp.add_argument('--timeout', type=int, default=None,
+                    help='seconds a job\'s test may take (default: '
+                    f'{defaults.value("timeout", "kunit")} for KUnit, '
+                    f'{defaults.value("timeout", "guest")} for the kselftest; make: TIMEOUT=)')
+    sp.add_argument('--seconds', type=float, default=float(defaults.value('seconds', 'guest')),
+                    help='each kselftest phase\'s measuring time (make: SECONDS=)')
+    sp.add_argument('--artifacts-url', default='',
+                    help='where artifacts/ is published for a lab (default: file:// URLs; '
+                    'make: LAVA_ARTIFACTS_URL=)')
+    sp.add_argument('--run', action='store_true',
+                    help='run the jobs here with lava-run and read the results back (make: RUN=1)')
+    sp.add_argument('--compare', action='store_true',
+                    help='with --run: compare with make kunit\'s runs in OUT/kunit and with '
+                    'direct boots of the guests')
+    sp.add_argument('--direct-boots', type=int, default=3,
+                    help='with --compare: direct boots of each guest (default 3)')
+    sp.add_argument('--only', default='', help='with --run: these jobs only (comma-separated '
+                    'names: kunit-x86_64_2n, kselftest-x86_64-slub)')
+
+
 def _registry_opts(sp: argparse.ArgumentParser) -> None:
     sp.add_argument('what', choices=('kernels', 'make-test-kernels', 'packages', 'cross',
                                      'lint-objects'))
@@ -397,6 +456,8 @@ COMMANDS = (
     Command('review', cmd_review, 'a patched kernel against its base',
             numbers=('runs', 'seconds', 'alpha', 'mde', 'counted', 'jobs', 'timeout'),
             extra=_review_opts),
+    Command('lava', cmd_lava, 'LAVA jobs for the KUnit kernels and the guest kselftest',
+            extra=_lava_opts),
     Command('report', cmd_report, 'merge the KUnit results; the summary', tree=False),
     Command('registry', cmd_registry, 'the declared kernels, arches and suites, for scripts',
             tree=False, out=False, extra=_registry_opts),
