@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # make test: the tool tests, KUnit on every kernel of tools/kloc/trees/kernels.py
-# (6.12 and 6.1) on every topology, the mutants on the first of them, and
-# the lint gates. Prints each phase with its elapsed time; runs every phase
-# even when one fails, and exits non-zero if any did.
+# (6.12 and 6.1) on every topology, the LAVA jobs of the first of them run with
+# lava-run and compared with those runs, the mutants on it, and the lint
+# gates. Prints each phase with its elapsed time; runs every phase even when
+# one fails, and exits non-zero if any did.
 
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -46,6 +47,10 @@ for k in $kernels; do
 	phase "kunit on Linux $k" kloc kunit --kernel "$k" --out "$OUT" --jobs "$JOBS" \
 		--timeout "$TIMEOUT"
 done
+# make lava's jobs for the first kernel, each validated, and run with lava-run:
+# their results against the kunit phase's and against direct guest boots.
+phase "LAVA jobs of Linux ${kernels%% *} (lava-run)" kloc lava --kernel "${kernels%% *}" \
+	--out "$OUT" --run --compare
 phase "kselftest on this machine's kernel" env OUT="$OUT" PYTHON="$PYTHON" \
 	tools/kselftest-host.sh
 phase "mutants on Linux ${kernels%% *}" kloc mutants --kernel "${kernels%% *}" --out "$OUT" --jobs "$JOBS"
