@@ -97,15 +97,16 @@ class DirectBoot:
 
 
 def direct_boots(g: guest.Guest, initrd: Path, topo: str, timeout: int, n: int,
-                 out: Path) -> list[DirectBoot]:
-    """n boots of the guest as make guest boots it (the console of each in out/)."""
+                 out: Path, first: int = 1) -> list[DirectBoot]:
+    """n boots of the guest as make guest boots it (the console of each in out/),
+    numbered from first."""
     boots = []
-    for k in range(1, n + 1):
+    for k in range(first, first + n):
         console = out / f'direct-{k}.console'
         r = guest.run(g, initrd, topology.get(topo), timeout, console)
         text = console.read_text(errors='replace')
         figures = metrics.extract(r.record) if r.ok and r.record else {}
-        progress.say(f'direct boot {k}/{n} of {g.name} on {topo}: '
+        progress.say(f'direct boot {k} of {g.name} on {topo}: '
                      + (f'{figures.get("pps_single", 0):.0f} packets/s with 1 thread, '
                         f'{figures.get("pps_total", 0):.0f} with all CPUs' if r.ok else r.why))
         boots.append(DirectBoot(r, tap_statuses(text), figures))
