@@ -15,6 +15,7 @@ command booting the same kernel, and the kselftest job.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import io
 import os
@@ -69,6 +70,20 @@ class MonitorsTest(unittest.TestCase):
                 crashed = sum(1 for s in direct.suites for _, n in results._post_order(s)
                               if n.status == ktap.Status.CRASHED)
                 self.assertEqual(len(found), lines - crashed)
+
+    def test_a_disagreement_is_a_problem(self) -> None:
+        text = (DATA / 'its-6.12-its1-pass.console').read_text()
+        doc = ktap.parse(text, stock_parser())
+        found = lava_results(text, monitors.KUNIT)
+        found[0] = dataclasses.replace(found[0], result='fail')
+        problems = results.place(doc, found[:-1])
+        self.assertEqual(len(problems), 2, problems)
+        self.assertIn(f'{found[0].name}: LAVA says FAIL, kunit.py\'s parser PASS', problems[0])
+        self.assertIn('LAVA says CRASHED', problems[1])     # the last line, left out
+
+    def test_spread(self) -> None:
+        self.assertEqual(compare.spread([100, 110, 120]), (80, 140))
+        self.assertEqual(compare.spread([100, 100, 100]), (90, 110))
 
     def test_a_failing_case_fails(self) -> None:
         text = (DATA / 'mutant-numa-unaware-lvl2.console').read_text()
