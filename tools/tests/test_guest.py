@@ -51,6 +51,18 @@ class CountedCommand(unittest.TestCase):
         self.assertNotIn('-icount', timed)
         self.assertNotIn('-plugin', timed)
 
+    def test_no_icount_for_kernels_that_hang_under_it(self) -> None:
+        """6.1 hangs bringing up its secondary CPUs under icount: host clock."""
+        topo = topology.get('x86_64_2n')
+        plugin = counting.Plugin(Path('/p/kloc-count.so'), '1:7.2', 1, False)
+        old = guest.Guest(tree('6.1.192'), 'x86_64', 'slab')
+        self.assertEqual(guest.counted_clock(old), 'host')
+        cmd = guest.counted_command(old, Path('/i.gz'), topo, plugin, Path('/c.json'))
+        self.assertNotIn('-icount', cmd)
+        self.assertEqual(cmd[cmd.index('-accel') + 1], 'tcg,thread=single')
+        self.assertEqual(guest.counted_clock(guest.Guest(tree('6.12.57'), 'x86_64', 'slub')),
+                         'icount')
+
 
 class GuestRequest(unittest.TestCase):
     def test_slab_only_before_6_8(self) -> None:

@@ -54,9 +54,10 @@ class AbPlan:
     def counted_key(self) -> dict[str, str]:
         """The counted runs' store key: the timed key, plus the plugin."""
         assert self.plugin is not None
+        clocks = {guest.counted_clock(s.guest) for s in (self.a, self.b)}
         return dict(self.key, counted=f'{counting.PLUGIN_NAME} {counting.PLUGIN_VERSION}',
                     plugin=self.plugin.path.parent.name,
-                    selftest_args=' '.join(counted_args()))
+                    selftest_args=' '.join(counted_args()), clock='+'.join(sorted(clocks)))
 
 
 def selftest_args(seconds: float) -> list[str]:
