@@ -85,6 +85,15 @@ class MonitorsTest(unittest.TestCase):
         self.assertEqual(compare.spread([100, 110, 120]), (80, 140))
         self.assertEqual(compare.spread([100, 100, 100]), (90, 110))
 
+    def test_a_timed_figure_outside_the_spread_is_a_note_not_a_failure(self) -> None:
+        checks = [compare.Check('kselftest statuses', True, 'same'),
+                  compare.Check('kselftest pps_single', False, 'LAVA 47000', gating=False)]
+        text = compare.render(checks)
+        self.assertIn('note kselftest pps_single', text)
+        self.assertNotIn('FAIL', text)
+        self.assertIn('FAIL kselftest statuses',
+                      compare.render([compare.Check('kselftest statuses', False, 'differ')]))
+
     def test_a_failing_case_fails(self) -> None:
         text = (DATA / 'mutant-numa-unaware-lvl2.console').read_text()
         found = {r.name: r.result for r in lava_results(text, monitors.KUNIT)}

@@ -6,9 +6,12 @@
   be the same build: the consoles' "Linux version" banners are compared.
 - The kselftest: the statuses against those of direct boots of the same
   guest kernel and initramfs (guests/guest.py's run, QEMU started by kloc),
-  and each primary packets/s figure against their spread: it must lie in
-  the direct boots' range widened by that range's width on each side (at
-  least 10% of their median), since a single LAVA run is one more draw.
+  and each primary packets/s figure against their spread: whether it lies
+  in the direct boots' range widened by that range's width on each side
+  (at least 10% of their median), since a single LAVA run is one more draw.
+  A timed figure is reported, never a pass or a failure: one TCG run on a
+  shared host can fall anywhere (1-thread packets/s from 18k to 47k within
+  one review), and a test with a timing threshold fails by chance.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class Check:
     what: str
     ok: bool
     detail: str
+    gating: bool = True     # False: reported (a timed figure), never a failure
 
 
 def leaf_statuses(doc: ktap.Document) -> dict[str, str]:
@@ -151,12 +155,13 @@ def selftest(lava: results.LavaSelftest, boots: list[DirectBoot], kernel_sha256:
         direct = ', '.join(f'{x:.0f}' for x in xs)
         checks.append(Check(f'{what} {name}', lo <= fig.value <= hi,
                             f'LAVA {fig.value:.0f} {fig.unit}; direct {direct} '
-                            f'(expected {lo:.0f} to {hi:.0f})'))
+                            f'(expected {lo:.0f} to {hi:.0f})', gating=False))
     return checks
 
 
 def render(checks: list[Check]) -> str:
-    lines = [f'{"ok  " if c.ok else "FAIL"} {c.what}: {c.detail}' for c in checks]
+    lines = [f'{"ok  " if c.ok else "FAIL" if c.gating else "note"} {c.what}: {c.detail}'
+             for c in checks]
     good = sum(c.ok for c in checks)
     return '\n'.join(lines + [f'{good} of {len(checks)} LAVA checks agree with direct '
                               'runs']) + '\n'

@@ -46,7 +46,7 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return all(k.ok for k in self.kunit) and all(s.ok for s in self.selftests) and \
-            all(c.ok for c in self.checks)
+            all(c.ok or not c.gating for c in self.checks)
 
     def junit_runs(self) -> list[KunitRun]:
         """The KUnit runs, and each kselftest run as a suite of its TAP results."""
