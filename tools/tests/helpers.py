@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import shutil
+import stat
 import unittest
 from pathlib import Path
 
@@ -46,3 +48,21 @@ def golden(test: unittest.TestCase, name: str, actual: str) -> None:
         path.write_text(actual)
     test.assertEqual(path.read_text(), actual, f'{name} differs; KLOC_REGEN_GOLDEN=1 '
                      'rewrites it, then review the diff')
+
+
+def tree_snapshot(root: Path) -> dict[str, str]:
+    """Every directory, file (mode and content hash) and link (its target) under
+    root: two snapshots are equal when the trees are byte for byte."""
+    out = {}
+    for dirpath, dirs, names in os.walk(root):
+        for n in dirs:
+            out[str((Path(dirpath) / n).relative_to(root)) + '/'] = 'dir'
+        for n in names:
+            p = Path(dirpath) / n
+            st = p.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                out[str(p.relative_to(root))] = 'link ' + os.readlink(p)
+            else:
+                out[str(p.relative_to(root))] = f'{stat.S_IMODE(st.st_mode):o} ' + \
+                    hashlib.sha256(p.read_bytes()).hexdigest()
+    return out

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import tempfile
@@ -14,7 +13,7 @@ from kloc.series import changes, install, mail
 from kloc.series.patching import touched_files
 from kloc.version import KernelVersion
 
-from .helpers import debian_tree, mini_tree
+from .helpers import debian_tree, mini_tree, tree_snapshot
 
 SERIES = changes.load_series()
 
@@ -28,16 +27,7 @@ def series_files(version: KernelVersion) -> list[str]:
     return sorted(set(files))
 
 
-def snapshot(root: Path) -> dict[str, str]:
-    out = {}
-    for dirpath, _, names in os.walk(root):
-        for n in names:
-            p = Path(dirpath) / n
-            if p.is_symlink():
-                out[str(p.relative_to(root))] = 'link:' + os.readlink(p)
-            else:
-                out[str(p.relative_to(root))] = hashlib.sha1(p.read_bytes()).hexdigest()
-    return out
+snapshot = tree_snapshot
 
 
 class InstallTest(unittest.TestCase):

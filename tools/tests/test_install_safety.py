@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -22,7 +21,7 @@ from kloc.series import changes, install
 from kloc.trees import sources
 from kloc.version import KernelVersion
 
-from .helpers import debian_tree
+from .helpers import debian_tree, tree_snapshot
 
 SERIES = changes.load_series()
 DRIVER = 'drivers/irqchip/irq-gic-v3-its.c'
@@ -30,18 +29,7 @@ SUITE = 'drivers/irqchip/tests/irq-gic-v3-its_kunit.c'
 TOOLS = Path(__file__).resolve().parents[1]
 
 
-def snapshot(root: Path) -> dict[str, str]:
-    """Every file (content and mode) and directory under root."""
-    out = {}
-    for dirpath, dirs, names in os.walk(root):
-        for n in dirs:
-            out[str((Path(dirpath) / n).relative_to(root)) + '/'] = 'dir'
-        for n in names:
-            p = Path(dirpath) / n
-            st = p.lstat()
-            out[str(p.relative_to(root))] = f'{stat.S_IMODE(st.st_mode):o} ' + \
-                (install.sha(p.read_bytes()) or '')
-    return out
+snapshot = tree_snapshot
 
 
 def pristine_tree(dest: Path, kernel: str = '6.12') -> tuple[Path, KernelVersion]:

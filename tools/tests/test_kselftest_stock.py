@@ -38,6 +38,8 @@ from kloc.trees import kernels, sources
 from kloc.paths import cache_dir
 from kloc.version import KernelVersion, tree_version
 
+from .helpers import tree_snapshot
+
 TOOLS = Path(__file__).resolve().parents[1]
 KSFT = 'tools/testing/selftests'
 TARGET = 'lo_counters'
@@ -115,21 +117,7 @@ def extract_pristine(tarball: Path, kernel: str, dest: Path) -> None:
         assert (dest / rel).is_file(), f'{tarball} has no {rel}: {r.stderr}'
 
 
-def snapshot(root: Path) -> dict[str, str]:
-    """Every file (content, mode, link target) and directory under root."""
-    out = {}
-    for dirpath, dirs, names in os.walk(root):
-        for n in dirs:
-            out[str((Path(dirpath) / n).relative_to(root)) + '/'] = 'dir'
-        for n in names:
-            p = Path(dirpath) / n
-            st = p.lstat()
-            if stat.S_ISLNK(st.st_mode):
-                out[str(p.relative_to(root))] = 'link ' + os.readlink(p)
-            else:
-                out[str(p.relative_to(root))] = f'{stat.S_IMODE(st.st_mode):o} ' + \
-                    (install.sha(p.read_bytes()) or '')
-    return out
+snapshot = tree_snapshot
 
 
 def kloc(*args: str) -> subprocess.CompletedProcess[str]:
