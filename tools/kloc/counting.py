@@ -687,7 +687,7 @@ def line_table(phase: Phase, syms: SymbolMap | None = None, arch: str = 'x86_64'
     for n, li in enumerate(phase.lines[:top], 1):
         what = describe_line(li, syms, arch)
         named = set(what.split('+')[0].split('|'))
-        others = [n for n in (line_symbols(li, syms, arch) if syms else []) if n not in named]
+        others = [s for s in (line_symbols(li, syms, arch) if syms else []) if s not in named]
         if others:
             what += f' (line also: {", ".join(others[:3])}{", ..." if len(others) > 3 else ""})'
         rows += [f'{n:>2}. line {li.paddr:#x}, node {li.node}: {what}',

@@ -21,7 +21,7 @@ REGEN = os.environ.get('KLOC_REGEN_GOLDEN') == '1'
 
 def debian_tree(kernel: str) -> sources.Tree:
     """The cached Debian tree; extracted on first use. Skips if the package is absent."""
-    if not Path(f'/usr/src/linux-source-{kernel}.tar.xz').exists():
+    if not sources.tarball_path(kernel).exists():
         raise unittest.SkipTest(f'linux-source-{kernel} is not installed (make deps)')
     return sources.debian_tree(kernel, cache_dir())
 

@@ -60,7 +60,7 @@ def find_source(kernel: str) -> Source | None:
     cached = cache_dir() / 'trees' / f'linux-{kernel}' / 'src'
     if (cached / KSFT / 'Makefile').is_file():
         return Source(kernel, tree=cached)
-    tarball = sources.source_dir() / f'linux-source-{kernel}.tar.xz'
+    tarball = sources.tarball_path(kernel)
     if tarball.is_file():
         return Source(kernel, tarball=tarball)
     return None

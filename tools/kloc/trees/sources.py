@@ -73,7 +73,8 @@ def source_dir() -> Path:
     return Path(os.environ.get('KLOC_LINUX_SOURCE_DIR', '/usr/src'))
 
 
-def _tarball(kernel: str) -> Path:
+def tarball_path(kernel: str) -> Path:
+    """Debian's linux-source tarball of kernel (it may be missing)."""
     return source_dir() / f'linux-source-{kernel}.tar.xz'
 
 
@@ -103,7 +104,7 @@ def _truncated(cur: bytes | None, expected: bytes | None) -> bool:
 
 def _from_tarball(kernel: str, files: list[str]) -> dict[str, bytes | None]:
     """Some files as the tarball has them (one pass over it)."""
-    tarball = _tarball(kernel)
+    tarball = tarball_path(kernel)
     with tempfile.TemporaryDirectory(prefix='kloc-orig-') as tmp:
         subprocess.run(['tar', '-xJf', str(tarball), '-C', tmp, '--strip-components=1',
                         '--ignore-failed-read', *[f'linux-source-{kernel}/{f}' for f in files]],
@@ -155,7 +156,7 @@ def _damage(dest: Path, version: KernelVersion, want: dict[str, str | None]) -> 
         if _truncated(cur_data, originals.get(rel)) or _truncated(cur_data, planned.get(rel)):
             bad.append(rel)
         else:
-            progress.say(f'{dest / rel} differs from {_tarball(version.series).name}: an '
+            progress.say(f'{dest / rel} differs from {tarball_path(version.series).name}: an '
                          'edit, not damage; it is kept')
     return bad
 
@@ -232,7 +233,7 @@ def debian_tree(kernel: str, cache: Path) -> Tree:
     if kernels.get(kernel) is None:
         raise TreeError(f'KERNEL={kernel} is not supported; use one of '
                         f'{", ".join(kernels.names())}, or KDIR=/path/to/tree')
-    tarball = _tarball(kernel)
+    tarball = tarball_path(kernel)
     if not tarball.is_file():
         raise TreeError(f'{tarball} is missing; install it with '
                         f'"apt-get install linux-source-{kernel}" (or run "make deps" as root)')
