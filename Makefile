@@ -57,6 +57,7 @@ help:
 	@echo "Variables: KERNEL=$(or $(KERNEL),(default: the first of $$($(KLOC) registry kernels))) KDIR=$(KDIR) OUT=$(OUT) TOPOLOGIES=$(TOPOLOGIES)"
 	@echo '           KLOC_CACHE=$(KLOC_CACHE) ARCH= ALLOC= TOPOLOGY= (guest, compare, review)'
 	@echo '           PATCH= AA=1 (review) FORCE=1 (replace or restore files edited by hand)'
+	@echo '           LAVA_URL= LAVA_TOKEN_FILE= (or LAVA_TOKEN=) LAVA_ARTIFACTS_URL= (compare, review: timed runs in a LAVA lab)'
 	@echo
 	@echo 'Numeric options and their defaults, per command:'
 	@$(KLOC) defaults
@@ -86,14 +87,18 @@ guest: deps
 		$(call opt,--timeout,$(TIMEOUT)) $(call opt,--seconds,$(SECONDS)) \
 		$(call opt,--counted,$(COUNTED)) --out $(call q,$(OUT))
 
+# LAVA_URL=: compare's and review's timed runs as jobs of a LAVA lab (docs/lava.md).
+LAB = $(call opt,--lava-url,$(LAVA_URL)) $(call opt,--lava-token-file,$(LAVA_TOKEN_FILE)) \
+	$(call opt,--artifacts-url,$(LAVA_ARTIFACTS_URL))
+
 compare: deps
 	@$(KLOC) compare $(TREE) --arch $(call q,$(or $(ARCH),x86_64)) \
-		$(call opt,--topology,$(TOPOLOGY)) $(NUMBERS) --out $(call q,$(OUT))
+		$(call opt,--topology,$(TOPOLOGY)) $(NUMBERS) $(LAB) --out $(call q,$(OUT))
 
 review: deps
 	@$(KLOC) review $(TREE) $(call opt,--patch,$(PATCH)) $(if $(AA),--aa) \
 		$(call opt,--topologies,$(TOPOLOGIES)) $(call opt,--bench-topology,$(TOPOLOGY)) \
-		$(NUMBERS) --jobs $(call q,$(JOBS)) --out $(call q,$(OUT))
+		$(NUMBERS) $(LAB) --jobs $(call q,$(JOBS)) --out $(call q,$(OUT))
 
 # A benchmark, not a test: the share of A/A reviews that call a difference.
 bench-aa: deps

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -17,10 +18,11 @@ from pathlib import Path
 from typing import NoReturn
 
 from kloc import defaults, lava_kcidb, progress
-from kloc.bench import compare, counted as counted_runs, plot, stats
+from kloc.bench import compare, counted as counted_runs, interleave, plot, stats
 from kloc.guests import guest
 from kloc.kunit import junit, runner, suites, summary
-from kloc.lava import export as lava_export, local as lava_local, session as lava_session
+from kloc.lava import device as lava_device, export as lava_export, lab as lava_lab, \
+    local as lava_local, remote as lava_remote, session as lava_session
 from kloc.mutants import mutants
 from kloc.qemu import arches, topology
 from kloc.review import kcidb, patch_input, reporting, review
@@ -196,12 +198,22 @@ def cmd_guest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _runner(args: argparse.Namespace) -> interleave.Runner:
+    """Where the timed runs boot: here, or as jobs of the LAVA lab of --lava-url."""
+    if not args.lava_url:
+        return interleave.run
+    server = lava_remote.server(args.lava_url, os.environ.get('LAVA_TOKEN', ''),
+                                args.lava_token_file)
+    lava_remote.version(server)     # reachable, before anything is built
+    return functools.partial(lava_lab.run, lab=lava_lab.Lab(server, args.artifacts_url))
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     tree = _tree(args)
     out = Path(args.out).resolve() / 'compare' / f'{tree.label}-{args.arch}-{args.a}-{args.b}'
     opts = compare.CompareOptions(args.arch, args.topology or compare.default_topology(args.arch),
                                   args.a, args.b, args.runs, args.seconds, args.alpha,
-                                  args.timeout, out, args.mde, args.counted)
+                                  args.timeout, out, args.mde, args.counted, _runner(args))
     _check_counted(args.counted)
     install_into(tree, args)
     print(compare.run(tree, opts), end='')
@@ -224,7 +236,8 @@ def cmd_review(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve() / 'review' / name
     opts = review.ReviewOptions(names, args.bench_topology, args.runs, args.seconds, args.alpha,
                                 args.timeout, args.jobs, out, kunit=not args.no_kunit, aa=args.aa,
-                                force=args.force, mde=args.mde, counted=args.counted)
+                                force=args.force, mde=args.mde, counted=args.counted,
+                                runner=_runner(args))
     _check_counted(args.counted)
     checked = review.check(tree, None if args.aa else patch, args.force)
     guest.check_space(cache_dir())
@@ -335,6 +348,8 @@ def cmd_registry(args: argparse.Namespace) -> int:
         print(' '.join(k.package for k in kernels.KERNELS))
     elif args.what == 'cross':
         print(arches.get(args.arch).cross_prefix())
+    elif args.what == 'lava-dictionary':
+        print(lava_device.DICTIONARY, end='')
     else:
         print(' '.join(suites.lint_objects()))
     return 0
@@ -381,6 +396,19 @@ def _compare_opts(sp: argparse.ArgumentParser) -> None:
     sp.add_argument('--a', default='slub', choices=guest.ALLOCATORS)
     sp.add_argument('--b', default='slab', choices=guest.ALLOCATORS)
     sp.set_defaults(kernel=os.environ.get('KERNEL', kernels.with_slab()))
+    _lab_opts(sp)
+
+
+def _lab_opts(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument('--lava-url', default=os.environ.get('LAVA_URL', ''),
+                    help='run the timed runs as jobs of this LAVA server (make: LAVA_URL=); '
+                    'the token from --lava-token-file or $LAVA_TOKEN')
+    sp.add_argument('--lava-token-file', default=os.environ.get('LAVA_TOKEN_FILE', ''),
+                    help='a file holding the LAVA token (make: LAVA_TOKEN_FILE=)')
+    sp.add_argument('--artifacts-url', default='',
+                    help='with --lava-url: where OUT/.../lava-artifacts is published for the '
+                    'workers (default: file:// URLs, for a worker on this machine; make: '
+                    'LAVA_ARTIFACTS_URL=)')
 
 
 def _review_opts(sp: argparse.ArgumentParser) -> None:
@@ -391,6 +419,7 @@ def _review_opts(sp: argparse.ArgumentParser) -> None:
                     help='KUnit topologies; default: all of ' + ','.join(topology.TOPOLOGIES))
     sp.add_argument('--bench-topology', default='x86_64_2n')
     sp.add_argument('--no-kunit', action='store_true', help='the loopback A/B only')
+    _lab_opts(sp)
 
 
 def _lava_opts(sp: argparse.ArgumentParser) -> None:
@@ -417,7 +446,7 @@ def _lava_opts(sp: argparse.ArgumentParser) -> None:
 
 def _registry_opts(sp: argparse.ArgumentParser) -> None:
     sp.add_argument('what', choices=('kernels', 'make-test-kernels', 'packages', 'cross',
-                                     'lint-objects'))
+                                     'lint-objects', 'lava-dictionary'))
     sp.add_argument('arch', nargs='?', default='arm64')
 
 

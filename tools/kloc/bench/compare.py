@@ -33,6 +33,7 @@ class CompareOptions:
     out: Path
     mde: float = 3.6       # the change of interest, percent
     counted: int = 0       # counted boots a side (QEMU plugin); 0: none
+    runner: interleave.Runner = interleave.run    # the timed runs: here, or a LAVA lab
 
 
 def default_topology(arch: str) -> str:
@@ -57,7 +58,7 @@ def run(tree: Tree, opts: CompareOptions) -> str:
     plan = counted_runs.with_plugin(prepare(tree, opts), opts.counted)
     progress.say(f'{opts.runs} runs a side, {opts.a} and {opts.b} interleaved, on '
                  f'{plan.topology.name} ({plan.topology.about})')
-    store = interleave.run(plan)
+    store = opts.runner(plan)
     diffs = metrics.compare(store.records('a', opts.runs), store.records('b', opts.runs),
                             opts.alpha, opts.mde / 100)
     qemu = guest.qemu_command(plan.a.guest, plan.a.initrd, plan.topology)
@@ -66,13 +67,14 @@ def run(tree: Tree, opts: CompareOptions) -> str:
             f'failed runs: {len(store.failed_runs("a"))} {opts.a}, '
             f'{len(store.failed_runs("b"))} {opts.b} (not counted)',
             f'topology {plan.topology.name}: {plan.topology.about}',
+            f'timed runs: {store.key.get("runner", "this machine")}',
             f'selftest: lo_counters {" ".join(interleave.selftest_args(opts.seconds))}', '']
     text = '\n'.join(head) + '\n' + tables.render(diffs, opts.a, opts.b, opts.alpha)
     counted = counted_runs.run(plan, opts.alpha, opts.mde) if plan.counted else None
     if counted:
         text += '\n' + counted_runs.report(counted, opts.a, opts.b, opts.alpha)
     write_text(opts.out / 'compare.txt', text)
-    doc = {'key': plan.key, 'runs_per_side': opts.runs, 'alpha': opts.alpha,
+    doc = {'key': store.key, 'runs_per_side': opts.runs, 'alpha': opts.alpha,
            'failed_runs': {opts.a: len(store.failed_runs('a')),
                            opts.b: len(store.failed_runs('b'))},
            'qemu_command': qemu, 'results_file': str(store.path),

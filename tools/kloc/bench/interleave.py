@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,6 +110,10 @@ def prepare(a: tuple[str, guest.Guest], b: tuple[str, guest.Guest], topo: Topolo
                   out, full, binary=binary)
 
 
+# What makes the timed runs of a plan: run() here, or a lab's (lava/lab.py).
+Runner = Callable[[AbPlan], Store]
+
+
 def _brief(record: dict[str, object] | None) -> str:
     if not record:
         return ''
@@ -130,7 +135,7 @@ def _brief_counted(record: dict[str, object] | None) -> str:
 
 
 def run(plan: AbPlan) -> Store:
-    """The timed runs, interleaved; resumes from the results file."""
+    """The timed runs, interleaved, on this machine; resumes from the results file."""
     if plan.runs < 2:
         raise AbError(f'{plan.runs} runs a side: a comparison needs at least 2 (10 or '
                       'more to be worth reading)')

@@ -36,6 +36,7 @@ class BenchRun:
     why: str = ''                   # why a failed run failed
     console_tail: str = ''
     console: str = ''               # path of the full console log
+    job: str = ''                   # the LAVA job it came from (its URL), for lab runs
 
 
 @dataclass
@@ -91,7 +92,7 @@ def _describe(key: dict[str, str], other: object) -> str:
 # The fields of a run record and the JSON types they may have.
 _FIELDS: dict[str, tuple[type, ...]] = {
     'side': (str,), 'ok': (bool,), 'seconds': (int, float), 'record': (dict, type(None)),
-    'why': (str,), 'console_tail': (str,), 'console': (str,)}
+    'why': (str,), 'console_tail': (str,), 'console': (str,), 'job': (str,)}
 
 
 def _json(line: bytes) -> object:

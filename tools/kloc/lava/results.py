@@ -119,9 +119,11 @@ def unescape(line: str) -> str:
 
 
 def read_log(text: str) -> JobLog:
-    """lava-run's log (its standard output): one YAML mapping a line."""
+    """lava-run's log (its standard output): one YAML mapping a line; or a server's
+    (GET /api/v0.2/jobs/<id>/logs/), where each is an item of a YAML list."""
     log = JobLog()
     for line in text.splitlines():
+        line = line.removeprefix('- ')      # a server's log: the same lines, as a YAML list
         if not line.startswith('{'):
             continue            # lava-run's own tracebacks, the command line
         try:

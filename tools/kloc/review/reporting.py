@@ -91,7 +91,8 @@ def render(o: ReviewOutcome, opts: ReviewOptions) -> str:
     lines += ['Loopback benchmark: selftests/lo_counters in a guest',
               f'  config: tinyconfig + {frags}',
               f'  topology: {topo_name}',
-              f'  {opts.runs} runs a side, base and patched interleaved;',
+              f'  {opts.runs} runs a side, base and patched interleaved, on '
+              f'{o.key.get("runner", "this machine")};',
               f'  failed runs (not counted): {o.failed_runs.get("base", 0)} base, '
               f'{o.failed_runs.get("patched", 0)} patched',
               '  QEMU (each run boots a fresh guest):']

@@ -60,6 +60,7 @@ class ReviewOptions:
     force: bool = False             # FORCE=1: replace files edited by hand
     mde: float = 3.6                # the change of interest, percent
     counted: int = 0                # counted boots a side (QEMU plugin); 0: none
+    runner: interleave.Runner = interleave.run  # the timed runs: here, or a LAVA lab
 
 
 Statuses = dict[tuple[str, str], str]
@@ -290,7 +291,8 @@ def run(base: Tree, patch: PatchInfo | None, opts: ReviewOptions, cache: Path,
     plan = counted_runs.with_plugin(plan, opts.counted)
     outcome.key = plan.key
     progress.say(f'loopback A/B: {opts.runs} runs a side on {topo.name}, interleaved')
-    store = interleave.run(plan)
+    store = opts.runner(plan)
+    outcome.key = store.key
     outcome.diffs = metrics.compare(store.records('a', opts.runs),
                                     store.records('b', opts.runs), opts.alpha,
                                     opts.mde / 100)
