@@ -3,11 +3,18 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import unittest
+from pathlib import Path
 
 from kloc.kunit import junit, ktap
+from kloc.trees import kernels
 
-from .helpers import DATA, golden, stock_parser
+from .helpers import DATA, debian_tree, golden, stock_parser
+
+TOOLS = Path(__file__).resolve().parents[1]
 
 
 def outline(doc: ktap.Document) -> str:
@@ -97,6 +104,28 @@ class GoldenLogs(unittest.TestCase):
             self.assertFalse(doc.ok)
         doc = ktap.parse('KTAP version 1\n1..1\nok 1 ' + ' ' * 100000 + 'x\n', stock_parser())
         self.assertEqual(len(doc.suites), 1)
+
+    def test_a_stray_plan_is_a_diagnostic(self) -> None:
+        """kunit_parser (6.1 and 6.12) never consumes a plan line that follows no
+        header and loops on it, adding a test each time (10 GB in minutes). It runs
+        in a child with 1 GiB of address space and 60 s, on both kernels' parsers."""
+        console = ('KTAP version 1\nok 1 first\n1..0\n    # Subtest: s\n    1..2\n'
+                   '    ok 1 a\n    1..3\n    ok 2 b\nok 2 s\n')
+        code = ('import resource, sys\n'
+                'resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n'
+                'from pathlib import Path\nfrom kloc.kunit import ktap\n'
+                'doc = ktap.parse(sys.stdin.read(), Path(sys.argv[1]))\n'
+                'print(sorted((p, leaf.status.value) for s in doc.suites '
+                'for p, leaf in s.leaves()))\n')
+        for version in kernels.names():
+            with self.subTest(kernel=version):
+                r = subprocess.run([sys.executable, '-c', code,
+                                    str(ktap.kunit_dir(debian_tree(version).path))],
+                                   input=console, capture_output=True, text=True, timeout=60,
+                                   env=dict(os.environ, PYTHONPATH=str(TOOLS)))
+                self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+                self.assertEqual(r.stdout.strip(), "[('first', 'PASS'), ('s.a', 'PASS'), "
+                                 "('s.b', 'PASS')]")
 
 
 class JunitTest(unittest.TestCase):

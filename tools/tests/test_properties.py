@@ -10,6 +10,7 @@ written.
 from __future__ import annotations
 
 import re
+import os
 import tempfile
 import unittest
 from dataclasses import dataclass
@@ -32,7 +33,13 @@ from .helpers import DATA, stock_parser
 # Hypothesis caches a Unicode table under its home: out of the source tree.
 HYPOTHESIS_HOME = Path(tempfile.gettempdir()) / 'kloc-hypothesis'
 set_hypothesis_home_dir(str(HYPOTHESIS_HOME))  # type: ignore[no-untyped-call]
-SETTINGS = settings(max_examples=60, deadline=None, database=None,
+# The same examples every run, so that make test is reproducible: random ones
+# found a console that made kunit_parser loop until memory ran out (10 GB in
+# CI, ktap._plans_after_headers), by chance, in one run of many. KLOC_FUZZ=1
+# draws new ones (docs/tests.md).
+FUZZ = os.environ.get('KLOC_FUZZ', '') not in ('', '0')
+SETTINGS = settings(max_examples=600 if FUZZ else 60, deadline=None, database=None,
+                    derandomize=not FUZZ,
                     suppress_health_check=[HealthCheck.too_slow,
                                            HealthCheck.data_too_large])
 FEW = settings(SETTINGS, max_examples=30)     # each example runs GNU patch
@@ -215,6 +222,7 @@ class KtapProperties(unittest.TestCase):
     @example('KTAP version 1\n' + ''.join(' ' * i + 'KTAP version 1\n' for i in range(1, 3000)))
     @example('KTAP version 1\n' + ''.join(' ' * i + '# Subtest: x\n' for i in range(1, 3000)))
     @example('KTAP version 1\n1..' + '9' * 5000 + '\n')
+    @example('  KTAP version 1\n       ok 99999999999999999999 big\n            1..0')
     @example('KTAP version 1\nok 1 ' + ' ' * 100000 + 'x\n')
     def test_garbage(self, text: str) -> None:
         """Any text: a Document (or a KlocError), never a traceback, in linear time."""

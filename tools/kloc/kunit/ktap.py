@@ -147,6 +147,47 @@ def _parser(where: Path) -> ModuleType:
     return module
 
 
+def _plans_after_headers(stream: Any, module: ModuleType) -> Iterator[tuple[int, str]]:
+    """The KTAP lines kunit_parser extracted, with a test plan only where it reads one.
+
+    kunit_parser reads a plan only as the first line after a KTAP (or TAP)
+    version line or a "# Subtest:" header, diagnostics between. A plan
+    anywhere else it never consumes, and it loops on it for ever, adding a
+    test each time until memory runs out (6.1 and 6.12 alike; the property
+    test found "KTAP version 1", "ok 1 x", "1..0"). Such a plan goes
+    through as a diagnostic line, in the log of the test it falls in.
+    """
+    expect_plan = False
+    while stream:
+        number = stream.line_number()
+        line = stream.pop()
+        if module.TEST_PLAN.match(line):
+            if not expect_plan:
+                line = f'# stray plan: {line.strip()}'
+            expect_plan = False
+        elif module.KTAP_START.match(line) or module.TAP_START.match(line) or \
+                module.TEST_HEADER.match(line):
+            expect_plan = True
+        elif module.TEST_RESULT.match(line):
+            expect_plan = False
+        yield number, line
+
+
+@contextlib.contextmanager
+def _plans_checked(module: ModuleType) -> Iterator[None]:
+    """kunit_parser's extract_tap_lines, through _plans_after_headers."""
+    extract = getattr(module, 'extract_tap_lines')
+
+    def checked(output: Any) -> Any:
+        return module.LineStream(_plans_after_headers(extract(output), module))
+
+    setattr(module, 'extract_tap_lines', checked)
+    try:
+        yield
+    finally:
+        setattr(module, 'extract_tap_lines', extract)
+
+
 @contextlib.contextmanager
 def _quiet(module: ModuleType) -> Iterator[None]:
     """kunit_parser prints its summary as it parses: keep it out of kloc's output."""
@@ -169,7 +210,7 @@ def parse(text: str, where: Path) -> Document:
         return Document(False, [], None, lines[-40:])
     module = _parser(where)
     try:
-        with _quiet(module):
+        with _quiet(module), _plans_checked(module):
             main = module.parse_run_tests(_bounded(line) + '\n' for line in text.splitlines())
     except (RecursionError, ValueError) as e:     # deep nesting; a 5000-digit plan
         raise ParserError(f'kunit.py\'s parser gave up on this log: {e}') from e
