@@ -33,12 +33,15 @@ import unittest
 from dataclasses import dataclass
 from pathlib import Path
 
+from kloc.guests import guest
+from kloc.lava import export as lava_export
+from kloc.qemu import topology
 from kloc.series import install
 from kloc.trees import kernels, sources
 from kloc.paths import cache_dir
 from kloc.version import KernelVersion, tree_version
 
-from .helpers import tree_snapshot
+from .helpers import debian_tree, tree_snapshot
 
 TOOLS = Path(__file__).resolve().parents[1]
 KSFT = 'tools/testing/selftests'
@@ -246,3 +249,37 @@ class StockKselftest(unittest.TestCase):
         if not m.group(2):
             self.assertIn('1..3', inner, why)
             self.assertTrue(all(not ln.startswith('not ok') for ln in inner), why)
+
+
+class StockInGuest(unittest.TestCase):
+    """The guest's initramfs holds the stock install; with kloc.stock on its command
+    line, /init runs it as CI systems do: run_kselftest.sh -c lo_counters."""
+
+    def test_run_kselftest_in_the_guest(self) -> None:
+        tree = debian_tree('6.12')
+        built = [g for g in lava_export.guests(tree) if g.arch == 'x86_64']
+        if not built:
+            self.skipTest('no x86_64 guest of 6.12 is built (make guest)')
+        g = built[0]
+        with tempfile.TemporaryDirectory(prefix='kloc-ksft-guest-') as tmp:
+            binary = guest.static_selftest('x86_64', tree.path / KSFT, Path(tmp))
+            initrd = guest.initramfs(binary, [], Path(tmp) / 'initramfs.gz', 'x86_64')
+            cmd = guest.qemu_command(g, initrd, topology.get('x86_64_2n'))
+            k = cmd.index('-append') + 1
+            cmd[k] += f' {guest.STOCK_FLAG}'
+            timeout = settings_timeout(binary.parent / 'settings')
+            start = time.monotonic()
+            r = subprocess.run(cmd, capture_output=True, text=True, errors='replace',
+                               timeout=timeout + 120, stdin=subprocess.DEVNULL)
+            secs = time.monotonic() - start
+        console = r.stdout.replace('\r', '')
+        why = f'{secs:.0f} s; console:\n{console[-3000:]}'
+        end = re.search(rf'^{guest.STOCK_END} (\d+)$', console, re.M)
+        assert end is not None, f'run_kselftest.sh did not finish; {why}'
+        self.assertEqual(end.group(1), '0', why)
+        m = RESULT.search(console)
+        assert m is not None, f'no KTAP result line for {TARGET}; {why}'
+        self.assertIsNone(m.group(1), why)
+        self.assertEqual(m.group(2).strip(), '', why)
+        self.assertIn('# ok 3 ', console, why)
+        self.assertNotIn('TIMEOUT', console, why)

@@ -219,8 +219,26 @@ def busybox(arch: str) -> Path:
     return dest
 
 
+# With kloc.stock on the kernel command line, /init runs the install the stock
+# way instead, run_kselftest.sh -c lo_counters with the test's defaults, and
+# prints STOCK_END and its exit status. The runner needs a shell at /bin/sh,
+# /dev/null, and /dev/stdout (its log file), which busybox's /dev lacks.
+STOCK_FLAG, STOCK_END = 'kloc.stock', 'KLOC-STOCK-END'
+STOCK_RUN = (f'if /bin/busybox grep -qw {STOCK_FLAG} /proc/cmdline; then\n'
+             '\t/bin/busybox --install -s /bin\n'
+             '\tmknod /dev/null c 1 3\n'
+             '\tln -s /proc/self/fd/0 /dev/stdin\n'
+             '\tln -s /proc/self/fd/1 /dev/stdout\n'
+             '\tln -s /proc/self/fd/2 /dev/stderr\n'
+             f'\tcd /{GUEST_INSTALL} && ./run_kselftest.sh -c {TARGET}\n'
+             f'\techo "{STOCK_END} $?"\n'
+             '\treboot -f\n'
+             'fi\n')
+
+
 def initramfs(binary: Path, args: list[str], out: Path, arch: str) -> Path:
-    """busybox, the kselftest install, and an /init that runs the test once and reboots.
+    """busybox, the kselftest install, and an /init that runs the test once and reboots
+    (or, with kloc.stock on the command line, runs run_kselftest.sh: STOCK_RUN).
 
     binary is the installed test static_selftest() returns: its whole install
     (run_kselftest.sh, kselftest/, lo_counters/) goes in as /kselftest. Any
@@ -243,6 +261,7 @@ def initramfs(binary: Path, args: list[str], out: Path, arch: str) -> Path:
         init.write_text('#!/bin/busybox sh\n'
                         '/bin/busybox mount -t proc proc /proc\n'
                         '/bin/busybox mount -t sysfs sys /sys\n'
+                        + STOCK_RUN +
                         f'{GUEST_TEST} {" ".join(args)} -j /tmp.json\n'
                         'rc=$?\n'
                         f'echo {BEGIN}\n/bin/busybox cat /tmp.json\necho "{END} $rc"\n'
