@@ -27,7 +27,7 @@ from kloc.mutants import mutants
 from kloc.qemu import arches, topology
 from kloc.review import kcidb, patch_input, reporting, review
 from kloc.series import changes, install, mail
-from kloc.trees import kernels
+from kloc.trees import archive, kernels
 from kloc.atomicfile import write_text
 from kloc.errors import KlocError, describe_os_error
 from kloc.trees.sources import Tree, resolve, uncommitted
@@ -355,6 +355,16 @@ def cmd_registry(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fetch_source(args: argparse.Namespace) -> int:
+    """Debian's linux-source-X.Y of sid or experimental, unpacked into the cache (never
+    installed): print its tarball's path."""
+    series, suite = args.series, args.suite
+    if not series:
+        series, suite = archive.newest(cache_dir(), args.major)
+    print(archive.fetch_source(cache_dir(), series, suite or 'sid'))
+    return 0
+
+
 def cmd_defaults(args: argparse.Namespace) -> int:
     print(defaults.table(), end='')
     return 0
@@ -444,6 +454,13 @@ def _lava_opts(sp: argparse.ArgumentParser) -> None:
                     'names: kunit-x86_64_2n, kselftest-x86_64-slub)')
 
 
+def _fetch_source_opts(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument('--series', default='', help='e.g. 7.2 (default: the newest of --major)')
+    sp.add_argument('--major', type=int, default=7)
+    sp.add_argument('--suite', default='', choices=('',) + archive.SUITES,
+                    help='where --series comes from (default sid)')
+
+
 def _registry_opts(sp: argparse.ArgumentParser) -> None:
     sp.add_argument('what', choices=('kernels', 'make-test-kernels', 'packages', 'cross',
                                      'lint-objects', 'lava-dictionary'))
@@ -490,6 +507,9 @@ COMMANDS = (
     Command('report', cmd_report, 'merge the KUnit results; the summary', tree=False),
     Command('registry', cmd_registry, 'the declared kernels, arches and suites, for scripts',
             tree=False, out=False, extra=_registry_opts),
+    Command('fetch-source', cmd_fetch_source, 'Debian\'s linux-source-X.Y of sid or '
+            'experimental, unpacked into the cache, not installed', tree=False, out=False,
+            extra=_fetch_source_opts),
     Command('defaults', cmd_defaults, 'every option\'s default, as make help shows them',
             tree=False, out=False),
 )

@@ -1,0 +1,154 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Debian's linux-source packages from suites this machine does not use (sid, experimental).
+
+Mainline kernels (7.x) are in Debian's sid and experimental, not in the
+stable release the machine runs. They are fetched without changing the
+system: a private apt configuration under $KLOC_CACHE/apt/<suite>/ (its
+own sources list, lists and archive cache; apt reads no other sources and
+no dpkg status), `apt-get update` and `apt-get download` with it, then
+`dpkg-deb -x` of the package into $KLOC_CACHE/debian/<package>_<version>/.
+Nothing is installed, pinned or added to /etc/apt; the tarball is that
+directory's usr/src/linux-source-X.Y.tar.xz, as linux-source-X.Y installs
+it. The archive's keyring checks the lists, as for the system's apt.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from kloc import progress
+from kloc.errors import KlocError
+from kloc.version import KernelVersion
+
+MIRROR = 'http://deb.debian.org/debian'
+KEYRING = Path('/usr/share/keyrings/debian-archive-keyring.gpg')
+SUITES = ('sid', 'experimental')
+SOURCE = re.compile(r'^linux-source-(\d+\.\d+)$')
+
+
+class ArchiveError(KlocError):
+    """A package cannot be had from the archive."""
+
+
+@dataclass(frozen=True)
+class Archive:
+    suite: str
+    cache: Path             # $KLOC_CACHE
+
+    @property
+    def root(self) -> Path:
+        return self.cache / 'apt' / self.suite
+
+    def options(self) -> list[str]:
+        """apt's -o options: this suite's files only, the system's none."""
+        r = self.root
+        return ['-o', f'Dir::Etc::SourceList={r / "sources.list"}',
+                '-o', 'Dir::Etc::SourceParts=/dev/null',
+                '-o', f'Dir::State::Lists={r / "lists"}',
+                '-o', f'Dir::Cache={r / "cache"}',
+                '-o', 'Dir::State::status=/dev/null',
+                '-o', 'APT::Sandbox::User=root']
+
+    def configure(self) -> None:
+        for d in ('lists/partial', 'cache/archives/partial'):
+            (self.root / d).mkdir(parents=True, exist_ok=True)
+        mirror = os.environ.get('KLOC_DEBIAN_MIRROR', MIRROR)
+        signed = f' [signed-by={KEYRING}]' if KEYRING.is_file() else ''
+        (self.root / 'sources.list').write_text(f'deb{signed} {mirror} {self.suite} main\n')
+
+
+def _apt(a: Archive, *args: str, cwd: Path | None = None, keep_stderr: bool = False) -> str:
+    cmd = ['apt-get' if args[0] in ('update', 'download') else 'apt-cache', *a.options(),
+           *args]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
+    except FileNotFoundError:
+        raise ArchiveError('apt-get is missing: packages from Debian\'s archive need '
+                           'Debian\'s apt') from None
+    if r.returncode:
+        raise ArchiveError(f'{" ".join([cmd[0], *args])} ({a.suite}) failed: '
+                           f'{r.stderr.strip()[-800:]}; check the network and the mirror '
+                           '(KLOC_DEBIAN_MIRROR=)')
+    return r.stdout + (r.stderr if keep_stderr else '')
+
+
+def update(a: Archive) -> None:
+    """Fetch the suite's package lists into the private lists directory."""
+    a.configure()
+    progress.say(f'reading Debian {a.suite}\'s package lists (private apt configuration '
+                 f'in {a.root}; the system\'s apt is not touched)')
+    out = _apt(a, 'update', keep_stderr=True)
+    if not any((a.root / 'lists').glob('*_Packages*')):
+        raise ArchiveError(f'no package lists of Debian {a.suite} came from the mirror '
+                           f'({out.strip()[-600:]}); check the network and the mirror '
+                           '(KLOC_DEBIAN_MIRROR=)')
+
+
+def candidate(a: Archive, package: str) -> str:
+    """The version of package the suite offers, or ''."""
+    out = _apt(a, 'policy', package)
+    m = re.search(r'^\s*Candidate: (\S+)$', out, re.M)
+    return m.group(1) if m and m.group(1) != '(none)' else ''
+
+
+def sources_offered(a: Archive) -> list[KernelVersion]:
+    """The linux-source-X.Y series the suite offers, oldest first."""
+    found = {SOURCE.match(line.split(' ', 1)[0]) for line in
+             _apt(a, 'search', '--names-only', r'^linux-source-[0-9]+\.[0-9]+$').splitlines()}
+    return sorted(KernelVersion.parse(m.group(1)) for m in found if m)
+
+
+def newest(cache: Path, major: int) -> tuple[str, str]:
+    """The newest linux-source-<major>.Y of sid and experimental: (series, suite)."""
+    best: tuple[KernelVersion, str] | None = None
+    for suite in SUITES:
+        a = Archive(suite, cache)
+        update(a)
+        for v in sources_offered(a):
+            if v.major == major and (best is None or v > best[0]):
+                best = (v, suite)
+    if best is None:
+        raise ArchiveError(f'neither {" nor ".join(SUITES)} offers a linux-source-{major}.Y')
+    return best[0].series, best[1]
+
+
+def fetch_source(cache: Path, series: str, suite: str) -> Path:
+    """Debian's linux-source-<series> from suite, unpacked once into the cache (never
+    installed); the path of its tarball."""
+    a = Archive(suite, cache)
+    package = f'linux-source-{series}'
+    base = cache / 'debian'
+    base.mkdir(parents=True, exist_ok=True)
+    with open(base / '.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        have = sorted(base.glob(f'{package}_*/usr/src/{package}.tar.xz'))
+        if have:
+            return have[-1]
+        update(a)
+        version = candidate(a, package)
+        if not version:
+            raise ArchiveError(f'Debian {suite} offers no {package}; the series there: '
+                               + ', '.join(str(v) for v in sources_offered(a)))
+        progress.say(f'downloading {package} {version} from Debian {suite} (apt-get '
+                     'download: not installed)')
+        with tempfile.TemporaryDirectory(prefix=f'.{package}-', dir=base) as tmp:
+            _apt(a, 'download', f'{package}={version}', cwd=Path(tmp))
+            debs = list(Path(tmp).glob(f'{package}_*.deb'))
+            if len(debs) != 1:
+                raise ArchiveError(f'apt-get download of {package} gave {len(debs)} files')
+            unpacked = Path(tmp) / 'x'
+            subprocess.run(['dpkg-deb', '-x', str(debs[0]), str(unpacked)], check=True)
+            tarball = unpacked / 'usr' / 'src' / f'{package}.tar.xz'
+            if not tarball.is_file():
+                raise ArchiveError(f'{debs[0].name} holds no usr/src/{package}.tar.xz')
+            dest = base / f'{package}_{version.replace(":", "_")}'
+            shutil.rmtree(dest, ignore_errors=True)
+            unpacked.rename(dest)
+        return dest / 'usr' / 'src' / f'{package}.tar.xz'
