@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # make test: the tool tests, KUnit on every kernel of tools/kloc/trees/kernels.py
-# (6.12 and 6.1) on every topology, the LAVA jobs of the first of them run with
-# lava-run and compared with those runs, the mutants on it, and the lint
-# gates. Prints each phase with its elapsed time; runs every phase even when
+# (6.12 on every topology, 6.1 on its arm64 ones: Kernel.make_test_arches), the
+# LAVA jobs of the first of them run with lava-run and compared with those runs,
+# the mutants on it, and the lint gates. Prints each phase with its elapsed time; runs every phase even when
 # one fails, and exits non-zero if any did.
 
 set -uo pipefail
@@ -44,9 +44,13 @@ mkdir -p "$OUT"
 phase "tool tests" bash -c "cd tools && '$PYTHON' -m unittest discover -s tests -t ."
 kernels=$(kloc registry make-test-kernels) || exit 1
 for k in $kernels; do
-	phase "kunit on Linux $k" kloc kunit --kernel "$k" --out "$OUT" --jobs "$JOBS" \
-		--timeout "$TIMEOUT"
+	topologies=$(kloc registry make-test-topologies "$k") || exit 1
+	phase "kunit on Linux $k ($topologies)" kloc kunit --kernel "$k" --out "$OUT" \
+		--jobs "$JOBS" --timeout "$TIMEOUT" --topologies "$topologies"
 done
+# The first kernel's x86_64 guest, built and booted once: the LAVA jobs deploy it
+# (on a fresh machine nothing else has built it yet).
+phase "guest of Linux ${kernels%% *}" kloc guest --kernel "${kernels%% *}" --out "$OUT"
 # make lava's jobs for the first kernel, each validated, and run with lava-run:
 # their results against the kunit phase's and against direct guest boots.
 phase "LAVA jobs of Linux ${kernels%% *} (lava-run)" kloc lava --kernel "${kernels%% *}" \

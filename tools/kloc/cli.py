@@ -344,6 +344,13 @@ def cmd_registry(args: argparse.Namespace) -> int:
         print(' '.join(kernels.names()))
     elif args.what == 'make-test-kernels':
         print(' '.join(k.series for k in kernels.KERNELS if k.in_make_test))
+    elif args.what == 'make-test-topologies':
+        k = kernels.get(args.arch)
+        if k is None:
+            raise KlocError(f'{args.arch} is not a declared kernel: '
+                            + ', '.join(kernels.names()))
+        print(','.join(t for t in topology.TOPOLOGIES
+                       if topology.get(t).arch in k.make_test_arches))
     elif args.what == 'packages':
         print(' '.join(k.package for k in kernels.KERNELS))
     elif args.what == 'cross':
@@ -462,9 +469,10 @@ def _fetch_source_opts(sp: argparse.ArgumentParser) -> None:
 
 
 def _registry_opts(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument('what', choices=('kernels', 'make-test-kernels', 'packages', 'cross',
-                                     'lint-objects', 'lava-dictionary'))
-    sp.add_argument('arch', nargs='?', default='arm64')
+    sp.add_argument('what', choices=('kernels', 'make-test-kernels', 'make-test-topologies',
+                                     'packages', 'cross', 'lint-objects', 'lava-dictionary'))
+    sp.add_argument('arch', nargs='?', default='arm64',
+                    help='the arch (cross), or the kernel (make-test-topologies)')
 
 
 Adder = Callable[[argparse.ArgumentParser], None]

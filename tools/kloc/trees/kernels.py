@@ -20,6 +20,8 @@ class Kernel:
     series: str                 # '6.12': KERNEL=
     slab: bool                  # the SLAB allocator exists (gone in 6.8)
     in_make_test: bool = True   # make test runs KUnit on it
+    # the arches of the topologies make test runs it on (make kunit runs all)
+    make_test_arches: tuple[str, ...] = ('arm64', 'x86_64')
 
     @property
     def package(self) -> str:
@@ -32,7 +34,10 @@ class Kernel:
 
 KERNELS = (
     Kernel('6.12', slab=False),
-    Kernel('6.1', slab=True),
+    # 6.1's x86_64 KUnit kernel runs the percpu suites only, which its arm64
+    # topologies run too, and takes 9 minutes to build cold: make test leaves
+    # it to make kunit KERNEL=6.1, to stay within its hour.
+    Kernel('6.1', slab=True, make_test_arches=('arm64',)),
 )
 DEFAULT = '6.12'                # KERNEL= when none is given
 OLDEST = KernelVersion(6, 1)    # KDIR trees must be at least this
