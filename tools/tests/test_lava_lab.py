@@ -148,7 +148,9 @@ class DefinitionsTest(unittest.TestCase):
         """The bug: a resumed comparison rebuilt the initramfs into the same name, and the
         jobs still queued from before failed their checksum."""
         first = yamlio.load(self.definitions()['a'])
-        changed = self.tmp / 'initramfs-changed.gz'
+        # rebuilt under the same name, as a resumed comparison rebuilds it
+        changed = self.tmp / 'rebuilt' / self.plan.a.initrd.name
+        changed.parent.mkdir(exist_ok=True)
         changed.write_bytes(self.plan.a.initrd.read_bytes() + b'\0')
         try:
             side = interleave.AbSide('base', self.plan.a.guest, changed)
