@@ -74,8 +74,8 @@ def _apt(a: Archive, *args: str, cwd: Path | None = None, keep_stderr: bool = Fa
                            'Debian\'s apt') from None
     if r.returncode:
         raise ArchiveError(f'{" ".join([cmd[0], *args])} ({a.suite}) failed: '
-                           f'{r.stderr.strip()[-800:]}; check the network and the mirror '
-                           '(KLOC_DEBIAN_MIRROR=)')
+                           f'{" ".join(r.stderr.split())[-800:]}; check the network and '
+                           'the mirror (KLOC_DEBIAN_MIRROR=)')
     return r.stdout + (r.stderr if keep_stderr else '')
 
 
@@ -87,8 +87,8 @@ def update(a: Archive) -> None:
     out = _apt(a, 'update', keep_stderr=True)
     if not any((a.root / 'lists').glob('*_Packages*')):
         raise ArchiveError(f'no package lists of Debian {a.suite} came from the mirror '
-                           f'({out.strip()[-600:]}); check the network and the mirror '
-                           '(KLOC_DEBIAN_MIRROR=)')
+                           f'({" ".join(out.split())[-600:]}); check the network and the '
+                           'mirror (KLOC_DEBIAN_MIRROR=)')
 
 
 def candidate(a: Archive, package: str) -> str:
