@@ -108,7 +108,7 @@ class GoldenLogs(unittest.TestCase):
     def test_a_stray_plan_is_a_diagnostic(self) -> None:
         """kunit_parser (6.1 and 6.12) never consumes a plan line that follows no
         header and loops on it, adding a test each time (10 GB in minutes). It runs
-        in a child with 1 GiB of address space and 60 s, on both kernels' parsers."""
+        in a child with 1 GiB of address space and 60 s, on every kernel's parser."""
         console = ('KTAP version 1\nok 1 first\n1..0\n    # Subtest: s\n    1..2\n'
                    '    ok 1 a\n    1..3\n    ok 2 b\nok 2 s\n')
         code = ('import resource, sys\n'
@@ -126,6 +126,21 @@ class GoldenLogs(unittest.TestCase):
                 self.assertEqual(r.returncode, 0, r.stderr[-2000:])
                 self.assertEqual(r.stdout.strip(), "[('first', 'PASS'), ('s.a', 'PASS'), "
                                  "('s.b', 'PASS')]")
+
+
+class ParsersTest(unittest.TestCase):
+    def test_every_kernels_parser_reads_a_run_alike(self) -> None:
+        """7.x's kunit_parser takes its printer as an argument, and has no module-level
+        `stdout` (6.x's) to quiet: reading a log with it raised AttributeError."""
+        console = (DATA / 'its-7.2-stock-arm64_2n_its1.console').read_text()
+        outlines = {}
+        for version in kernels.names():
+            with self.subTest(kernel=version):
+                outlines[version] = outline(ktap.parse(
+                    console, ktap.kunit_dir(debian_tree(version).path)))
+        self.assertEqual(len(set(outlines.values())), 1, outlines)
+        self.assertIn('FAIL    irq_gic_v3_its_placement.its_kunit_itts_on_their_its_node',
+                      next(iter(outlines.values())))
 
 
 class JunitTest(unittest.TestCase):

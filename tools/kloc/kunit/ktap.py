@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import importlib
+import inspect
 import io
 import re
 import sys
@@ -190,13 +191,27 @@ def _plans_checked(module: ModuleType) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _quiet(module: ModuleType) -> Iterator[None]:
-    """kunit_parser prints its summary as it parses: keep it out of kloc's output."""
-    printer = getattr(module, 'stdout')
+    """kunit_parser prints its summary as it parses: keep it out of kloc's output.
+
+    Up to 6.x it prints through its module's `stdout` printer; later ones
+    take the printer as parse_run_tests()'s argument (_parse_run_tests).
+    """
+    printer = getattr(module, 'stdout', None)
+    if printer is None:
+        yield
+        return
     setattr(module, 'stdout', type(printer)(io.StringIO()))
     try:
         yield
     finally:
         setattr(module, 'stdout', printer)
+
+
+def _parse_run_tests(module: ModuleType, lines: Iterator[str]) -> Any:
+    """kunit_parser.parse_run_tests(), printing nowhere, whichever its signature."""
+    if 'printer' in inspect.signature(module.parse_run_tests).parameters:
+        return module.parse_run_tests(lines, module.Printer(output=io.StringIO()))
+    return module.parse_run_tests(lines)
 
 
 def _clean(line: str) -> str:
@@ -211,7 +226,8 @@ def parse(text: str, where: Path) -> Document:
     module = _parser(where)
     try:
         with _quiet(module), _plans_checked(module):
-            main = module.parse_run_tests(_bounded(line) + '\n' for line in text.splitlines())
+            main = _parse_run_tests(module, (_bounded(line) + '\n'
+                                             for line in text.splitlines()))
     except (RecursionError, ValueError) as e:     # deep nesting; a 5000-digit plan
         raise ParserError(f'kunit.py\'s parser gave up on this log: {e}') from e
     skips = [(m.group(1).strip(), m.group(2).strip())
