@@ -16,10 +16,16 @@
  * (collections, domain info, ITTs) through its_kzalloc_node() and
  * its_kfree(). The tests redirect them, to count what is live and to make
  * the Nth allocation fail.
+ *
+ * Where ITTs come from itt_alloc_pool() (ITS_KUNIT_ITT_POOL, set by the
+ * hook from Linux 6.13 on), an ITT smaller than a page is carved from
+ * pages the pool keeps for good: those pages leave the test's accounting
+ * once the pool holds them.
  */
 
 #include <kunit/test.h>
 #include <kunit/test-bug.h>
+#include <linux/align.h>
 #include <linux/kthread.h>
 #include <linux/nodemask.h>
 
@@ -41,8 +47,12 @@
 #define ITS_KUNIT_COLLECTION_ESZ	16
 #define ITS_KUNIT_VPE_ESZ		32
 
-/* Vectors of each device a case creates */
+/* Vectors of a device: its ITT is smaller than a page, or two pages */
 #define ITS_KUNIT_NVECS		32
+#define ITS_KUNIT_NVECS_BIG	(2 * PAGE_SIZE / ITS_KUNIT_ITT_ENTRY_SZ)
+
+/* ITT granules of the pool that a case can hold back */
+#define ITS_KUNIT_MAX_DRAINED	1024
 
 /*
  * Page sizes an emulated ITS supports, one bit per GITS_BASER page-size
@@ -62,7 +72,7 @@ struct its_kunit_seam {
 	int calls;		/* allocations asked for */
 	int fail_at;		/* 1-based call to fail; 0: none */
 	int allocs;		/* allocations that succeeded */
-	int frees;		/* pages given back */
+	int frees;		/* given back, or kept by the ITT pool */
 	int bad_frees;		/* addresses the seam never handed out */
 	struct {
 		const void *addr;
@@ -208,7 +218,13 @@ static void its_kunit_fill_placements(void)
 	p->layout = NULL;
 }
 
+/* generate_params() takes the test first where KUnit has ..._PARAM_WITH_INIT */
+#ifdef KUNIT_CASE_PARAM_WITH_INIT
+static const void *its_kunit_placement_gen_params(struct kunit *test,
+						  const void *prev, char *desc)
+#else
 static const void *its_kunit_placement_gen_params(const void *prev, char *desc)
+#endif
 {
 	const struct its_kunit_placement *p = prev;
 
@@ -469,6 +485,35 @@ static void its_kunit_stub(struct kunit *test)
 #define its_kunit_probe(its)	its_probe_one(its)
 #endif
 
+#ifdef ITS_KUNIT_ITT_POOL
+/* Whether itt_alloc_pool() made the page at @addr part of its pool. */
+static bool its_kunit_pooled(const void *addr, size_t size, unsigned int order)
+{
+	return !size && itt_pool &&
+	       gen_pool_has_addr(itt_pool, (unsigned long)addr, PAGE_SIZE << order);
+}
+#else
+static bool its_kunit_pooled(const void *addr, size_t size, unsigned int order)
+{
+	return false;
+}
+#endif
+
+/* Pages the ITT pool now holds are the pool's: they leave the accounting. */
+static void its_kunit_forget_pooled(struct its_kunit_seam *seam)
+{
+	int i;
+
+	for (i = 0; i < ITS_KUNIT_MAX_LIVE; i++) {
+		if (seam->live[i].addr &&
+		    its_kunit_pooled(seam->live[i].addr, seam->live[i].size,
+				     seam->live[i].order)) {
+			seam->live[i].addr = NULL;
+			seam->frees++;
+		}
+	}
+}
+
 /*
  * Give back what a failed case left, so that one leak stays one. This runs
  * after every other clean-up of the case, the unprobing of emulated ITSs
@@ -479,6 +524,7 @@ static void its_kunit_reap(void *data)
 	struct its_kunit_seam *seam = data;
 	int i;
 
+	its_kunit_forget_pooled(seam);
 	for (i = 0; i < ITS_KUNIT_MAX_LIVE; i++) {
 		if (!seam->live[i].addr)
 			continue;
@@ -508,6 +554,7 @@ static int its_kunit_outstanding(struct kunit *test)
 	struct its_kunit_seam *seam = test->priv;
 	int i;
 
+	its_kunit_forget_pooled(seam);
 	for (i = 0; i < ITS_KUNIT_MAX_LIVE; i++) {
 		if (seam->live[i].addr && seam->live[i].size)
 			kunit_info(test, "live: %zu-byte object %p from %pS\n",
@@ -657,30 +704,36 @@ static int __init its_kunit_probe_new(struct kunit *test, struct its_kunit_its *
 }
 
 /*
- * Check that every page of [va, va + size) sits on @node. NUMA_NO_NODE
- * asks only that the memory be on some online node.
+ * Check that every page that [va, va + size) touches sits on @node.
+ * NUMA_NO_NODE asks only that the memory be on some online node.
  */
 static void its_kunit_expect_on_node(struct kunit *test, const char *what,
 				     const void *va, size_t size, int node)
 {
-	size_t off;
+	const void *first = PTR_ALIGN_DOWN(va, PAGE_SIZE);
+	size_t i, pages;
 
 	KUNIT_ASSERT_NOT_NULL_MSG(test, va, "%s was not allocated", what);
-	for (off = 0; off < size; off += PAGE_SIZE) {
-		int nid = page_to_nid(virt_to_page(va + off));
+	pages = (va + max_t(size_t, size, 1) - 1 - first) / PAGE_SIZE + 1;
+	for (i = 0; i < pages; i++) {
+		struct page *page = virt_to_page(first + i * PAGE_SIZE);
+		int nid = page_to_nid(page);
 
 		if (node == NUMA_NO_NODE)
 			KUNIT_EXPECT_TRUE_MSG(test, node_online(nid),
 					      "%s page %zu of %zu is on offline node %d",
-					      what, off / PAGE_SIZE + 1,
-					      DIV_ROUND_UP(size, PAGE_SIZE), nid);
+					      what, i + 1, pages, nid);
 		else
 			KUNIT_EXPECT_EQ_MSG(test, nid, node,
 					    "%s page %zu of %zu (pfn %#lx) is on node %d, the ITS on node %d",
-					    what, off / PAGE_SIZE + 1,
-					    DIV_ROUND_UP(size, PAGE_SIZE),
-					    page_to_pfn(virt_to_page(va + off)), nid, node);
+					    what, i + 1, pages, page_to_pfn(page), nid, node);
 	}
+}
+
+/* The bytes of @dev's ITT that the ITS uses. */
+static size_t its_kunit_itt_size(struct its_node *its, struct its_device *dev)
+{
+	return dev->nr_ites * (FIELD_GET(GITS_TYPER_ITT_ENTRY_SIZE, its->typer) + 1);
 }
 
 static void its_kunit_expect_tables_on_node(struct kunit *test, struct its_node *its,
@@ -797,8 +850,58 @@ static void __init its_kunit_probe_places_all_on_node(struct kunit *test)
 	if (l->want_indirect)
 		its_kunit_expect_on_node(test, "level-2 device table",
 					 its_kunit_lvl2(dt, dev_id), dt->psz, p->node);
-	its_kunit_expect_on_node(test, "device ITT", dev->itt, 1, p->node);
+	its_kunit_expect_on_node(test, "device ITT", dev->itt,
+				 its_kunit_itt_size(e->its, dev), p->node);
 	its_free_device(dev);
+}
+
+static void its_kunit_free_device(void *dev)
+{
+	its_free_device(dev);
+}
+
+/*
+ * An ITS on each online node (up to ITS_KUNIT_MAX_ITS), and devices
+ * created on them in turn, from a CPU away from the last one's node, with
+ * ITTs smaller than a page and larger, twice over. Every device's ITT
+ * must sit on its own ITS's node, whichever ITS allocated one before it.
+ */
+static void __init its_kunit_itts_on_their_its_node(struct kunit *test)
+{
+	static const u32 nvecs[] = { ITS_KUNIT_NVECS, ITS_KUNIT_NVECS_BIG };
+	const struct its_kunit_layout *l = &its_kunit_layouts[ITS_KUNIT_64K_INDIRECT];
+	struct its_kunit_its *e[ITS_KUNIT_MAX_ITS];
+	struct its_device *dev;
+	int node, n = 0, i, r;
+	char what[80];
+
+	if (num_online_nodes() < 2)
+		kunit_skip(test, "needs two online NUMA nodes");
+	for_each_online_node(node) {
+		if (n == ITS_KUNIT_MAX_ITS)
+			break;
+		e[n] = its_kunit_new(test, l, node);
+		KUNIT_ASSERT_EQ_MSG(test, its_kunit_probe_new(test, e[n]), 0,
+				    "ITS on node %d failed to probe", node);
+		n++;
+	}
+	its_kunit_pin_away_from(test, e[n - 1]->its->numa_node);
+	for (r = 0; r < 2 * ARRAY_SIZE(nvecs); r++) {
+		for (i = 0; i < n; i++) {
+			struct its_node *its = e[i]->its;
+			u32 vecs = nvecs[r % ARRAY_SIZE(nvecs)];
+
+			dev = its_create_device(its, r + 1, vecs, false);
+			KUNIT_ASSERT_NOT_NULL_MSG(test, dev,
+						  "creating device %d on the node %d ITS",
+						  r + 1, its->numa_node);
+			KUNIT_ASSERT_EQ(test, its_kunit_defer(test, its_kunit_free_device, dev), 0);
+			snprintf(what, sizeof(what), "ITT of device %d (%u vectors, %zu bytes)",
+				 r + 1, vecs, its_kunit_itt_size(its, dev));
+			its_kunit_expect_on_node(test, what, dev->itt,
+						 its_kunit_itt_size(its, dev), its->numa_node);
+		}
+	}
 }
 
 /*
@@ -843,14 +946,77 @@ static void __init its_kunit_probe_fails_cleanly(struct kunit *test)
 	kunit_info(test, "%s ITS: walked %d injection points\n", l->name, n - 1);
 }
 
+/* The ITT sizes a device can be created with. */
+struct its_kunit_itt {
+	const char *name;
+	u32 nvecs;
+};
+
+static const struct its_kunit_itt its_kunit_itts[] = {
+	{ .name = "ITT smaller than a page", .nvecs = ITS_KUNIT_NVECS },
+	{ .name = "ITT of two pages", .nvecs = ITS_KUNIT_NVECS_BIG },
+};
+
+static void its_kunit_itt_desc(const struct its_kunit_itt *t, char *desc)
+{
+	snprintf(desc, KUNIT_PARAM_DESC_SIZE, "%s", t->name);
+}
+
+KUNIT_ARRAY_PARAM(its_kunit_itt, its_kunit_itts, its_kunit_itt_desc);
+
+#ifdef ITS_KUNIT_ITT_POOL
+struct its_kunit_drained {
+	unsigned long addr[ITS_KUNIT_MAX_DRAINED];
+	int nr;
+};
+
+static void its_kunit_refill_pool(void *data)
+{
+	struct its_kunit_drained *d = data;
+
+	while (d->nr)
+		gen_pool_free(itt_pool, d->addr[--d->nr], ITS_ITT_ALIGN);
+}
+
+/*
+ * Hold back every free granule of the ITT pool until the case ends, so
+ * that the next small ITT takes a new page, which the seam can fail.
+ */
+static void its_kunit_drain_pool(struct kunit *test)
+{
+	struct its_kunit_drained *d;
+	unsigned long addr;
+
+	d = kunit_kzalloc(test, sizeof(*d), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, d);
+	KUNIT_ASSERT_EQ(test, its_kunit_defer(test, its_kunit_refill_pool, d), 0);
+	while ((addr = gen_pool_alloc(itt_pool, ITS_ITT_ALIGN))) {
+		if (d->nr == ITS_KUNIT_MAX_DRAINED) {
+			gen_pool_free(itt_pool, addr, ITS_ITT_ALIGN);
+			KUNIT_FAIL(test, "the ITT pool has more than %d free granules",
+				   ITS_KUNIT_MAX_DRAINED);
+			return;
+		}
+		d->addr[d->nr++] = addr;
+	}
+	kunit_info(test, "held back %d ITT pool granules\n", d->nr);
+}
+#else
+static void its_kunit_drain_pool(struct kunit *test)
+{
+}
+#endif
+
 /*
  * Creating a device allocates a level-2 device table page when its ID is
- * the first in a new level-2 range, then the device's ITT. Fail each in
- * turn: creating the device must fail, list nothing, and keep nothing but
- * a level-2 page it installed in the table, which the table keeps anyway.
+ * the first in a new level-2 range, then the device's ITT (a page for the
+ * ITT pool, where there is one and it has no room). Fail each in turn:
+ * creating the device must fail, list nothing, and keep nothing but a
+ * level-2 page it installed in the table, which the table keeps anyway.
  */
 static void __init its_kunit_create_device_fails_cleanly(struct kunit *test)
 {
+	const struct its_kunit_itt *t = test->param_value;
 	struct its_kunit_seam *seam = test->priv;
 	struct its_device *dev = NULL;
 	struct its_kunit_its *e;
@@ -861,18 +1027,21 @@ static void __init its_kunit_create_device_fails_cleanly(struct kunit *test)
 	e = its_kunit_new(test, &its_kunit_layouts[ITS_KUNIT_64K_INDIRECT], first_online_node);
 	KUNIT_ASSERT_EQ(test, its_kunit_probe_new(test, e), 0);
 	dt = its_kunit_device_table(test, e->its);
+	its_kunit_drain_pool(test);
 	for (n = 1; n <= ITS_KUNIT_MAX_INJECT && !dev; n++) {
 		/* the first ID of level-2 range n: a fresh page each time */
 		dev_id = n << ilog2(dt->psz / GITS_BASER_ENTRY_SIZE(dt->val));
+		its_kunit_forget_pooled(seam);
 		before = seam->allocs - seam->frees;
 		seam->calls = 0;
 		seam->fail_at = n;
-		dev = its_create_device(e->its, dev_id, ITS_KUNIT_NVECS, false);
+		dev = its_create_device(e->its, dev_id, t->nvecs, false);
 		seam->fail_at = 0;
 		if (dev) {
 			KUNIT_EXPECT_LT(test, seam->calls, n);
 			break;
 		}
+		its_kunit_forget_pooled(seam);
 		kept = its_kunit_lvl2(dt, dev_id) ? 1 : 0;
 		KUNIT_EXPECT_EQ_MSG(test, seam->allocs - seam->frees, before + kept,
 				    "creating device %#x leaked after allocation %d failed",
@@ -882,7 +1051,7 @@ static void __init its_kunit_create_device_fails_cleanly(struct kunit *test)
 	}
 	KUNIT_ASSERT_NOT_NULL(test, dev);
 	KUNIT_EXPECT_EQ(test, seam->bad_frees, 0);
-	kunit_info(test, "creating a device: walked %d injection points\n", n - 1);
+	kunit_info(test, "creating a device, %s: walked %d injection points\n", t->name, n - 1);
 	its_free_device(dev);
 }
 
@@ -913,6 +1082,7 @@ static void its_kunit_boot_its_on_node(struct kunit *test)
 
 static struct kunit_case its_kunit_placement_cases[] __refdata = {
 	KUNIT_CASE_PARAM(its_kunit_probe_places_all_on_node, its_kunit_placement_gen_params),
+	KUNIT_CASE(its_kunit_itts_on_their_its_node),
 	KUNIT_CASE(its_kunit_boot_its_on_node),
 	{}
 };
@@ -925,7 +1095,7 @@ static struct kunit_suite its_kunit_placement_suite = {
 
 static struct kunit_case its_kunit_failure_cases[] __refdata = {
 	KUNIT_CASE_PARAM(its_kunit_probe_fails_cleanly, its_kunit_layout_gen_params),
-	KUNIT_CASE(its_kunit_create_device_fails_cleanly),
+	KUNIT_CASE_PARAM(its_kunit_create_device_fails_cleanly, its_kunit_itt_gen_params),
 	{}
 };
 
