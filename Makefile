@@ -28,6 +28,7 @@ NUMBERS = $(call opt,--timeout,$(TIMEOUT)) $(call opt,--runs,$(RUNS)) \
 	$(call opt,--counted,$(COUNTED))
 
 .PHONY: help deps tree install uninstall patches kunit kselftest guest compare review bench-aa mutants lava \
+	known-failures \
 	report run test check-tools lint clean
 
 help:
@@ -45,16 +46,17 @@ help:
 	@echo '  make kselftest   build the kselftests standalone and in-tree; run them on this kernel'
 	@echo '  make guest       build a minimal guest (ARCH=, ALLOC=slub|slab) and run the kselftest once'
 	@echo '  make compare     SLUB vs SLAB guests (the newest kernel with SLAB), interleaved: table, JSON, SVG plot'
-	@echo '  make review      PATCH=file: base vs patched kernel, KUnit + loopback A/B; report'
+	@echo "  make review      PATCH=file: base vs patched kernel (KERNEL=$$($(KLOC) registry kernels | cut -d' ' -f1) by default), KUnit + loopback A/B; report"
 	@echo '  make bench-aa    20 short A/A reviews: how often a null difference is called'
 	@echo '  make mutants     apply each mutant to a copy of the tree; each must be caught'
+	@echo '  make known-failures  each known upstream failure of KERNEL= fails stock and passes with its fix'
 	@echo '  make lava        LAVA jobs for the KUnit kernels and the guest kselftest (RUN=1: run them here)'
 	@echo '  make report      merge $$(OUT)/kunit into junit.xml and print the summary'
 	@echo '  make check-tools unit tests of tools/'
 	@echo '  make lint        checkpatch --strict, W=1 and sparse, mypy --strict, flake8, shellcheck'
 	@echo '  make clean       remove $$(OUT)'
 	@echo
-	@echo "Variables: KERNEL=$(or $(KERNEL),(default: the first of $$($(KLOC) registry kernels))) KDIR=$(KDIR) OUT=$(OUT) TOPOLOGIES=$(TOPOLOGIES)"
+	@echo "Variables: KERNEL=$(or $(KERNEL),(default: $$($(KLOC) registry default); review: the newest)) KDIR=$(KDIR) OUT=$(OUT) TOPOLOGIES=$(TOPOLOGIES)"
 	@echo '           KLOC_CACHE=$(KLOC_CACHE) ARCH= ALLOC= TOPOLOGY= (guest, compare, review)'
 	@echo '           PATCH= AA=1 (review) FORCE=1 (replace or restore files edited by hand)'
 	@echo '           LAVA_URL= LAVA_TOKEN_FILE= (or LAVA_TOKEN=) LAVA_ARTIFACTS_URL= (compare, review: timed runs in a LAVA lab)'
@@ -112,6 +114,11 @@ kselftest: deps
 
 mutants: deps
 	@$(KLOC) mutants $(TREE) --out $(call q,$(OUT)) --jobs $(call q,$(JOBS)) \
+		$(call opt,--timeout,$(TIMEOUT))
+
+# tools/kloc/kunit/known.py: each entry of KERNEL= fails on the stock kernel, passes fixed.
+known-failures: deps
+	@$(KLOC) known-failures $(TREE) --out $(call q,$(OUT)) --jobs $(call q,$(JOBS)) \
 		$(call opt,--timeout,$(TIMEOUT))
 
 # LAVA job definitions of the built kernels; RUN=1 runs them here with lava-run.

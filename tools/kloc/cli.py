@@ -20,12 +20,12 @@ from typing import NoReturn
 from kloc import defaults, lava_kcidb, progress
 from kloc.bench import compare, counted as counted_runs, interleave, plot, stats
 from kloc.guests import guest
-from kloc.kunit import junit, runner, suites, summary
+from kloc.kunit import junit, known, runner, suites, summary
 from kloc.lava import device as lava_device, export as lava_export, lab as lava_lab, \
     local as lava_local, remote as lava_remote, session as lava_session
 from kloc.mutants import mutants
 from kloc.qemu import arches, topology
-from kloc.review import kcidb, patch_input, reporting, review
+from kloc.review import fixcheck, kcidb, patch_input, reporting, review
 from kloc.series import changes, install, mail
 from kloc.trees import archive, kernels
 from kloc.atomicfile import write_text
@@ -129,6 +129,15 @@ def cmd_kunit(args: argparse.Namespace) -> int:
                      args.timeout, cache)
     runner.run(job)
     return report(out)
+
+
+def cmd_known_failures(args: argparse.Namespace) -> int:
+    tree = _tree(args)
+    install_into(tree, args)
+    checks = fixcheck.run(tree, cache_dir(), Path(args.out).resolve() / 'known-failures',
+                          args.jobs, args.timeout)
+    print(fixcheck.render(checks), end='')
+    return 0 if all(c.ok for c in checks) else 1
 
 
 def cmd_mutants(args: argparse.Namespace) -> int:
@@ -342,6 +351,10 @@ def cmd_registry(args: argparse.Namespace) -> int:
     """One fact of the registries, as words for a shell script."""
     if args.what == 'kernels':
         print(' '.join(kernels.names()))
+    elif args.what == 'default':
+        print(kernels.DEFAULT)
+    elif args.what == 'known-failures':
+        print(' '.join(k.name for k in known.for_kernel(args.arch)))
     elif args.what == 'make-test-kernels':
         print(' '.join(k.series for k in kernels.KERNELS if k.in_make_test))
     elif args.what == 'make-test-topologies':
@@ -377,9 +390,10 @@ def cmd_defaults(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tree_opts(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument('--kernel', default=os.environ.get('KERNEL', kernels.DEFAULT),
-                    help='Debian linux-source version: ' + ' or '.join(kernels.names()))
+def _tree_opts(sp: argparse.ArgumentParser, kernel: str) -> None:
+    sp.add_argument('--kernel', default=os.environ.get('KERNEL') or kernel,
+                    help='Debian linux-source version: ' + ' or '.join(kernels.names())
+                    + f' (default {kernel})')
     sp.add_argument('--kdir', default=os.environ.get('KDIR', ''),
                     help='your own kernel tree (wins over --kernel)')
     sp.add_argument('--force', action='store_true',
@@ -469,10 +483,12 @@ def _fetch_source_opts(sp: argparse.ArgumentParser) -> None:
 
 
 def _registry_opts(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument('what', choices=('kernels', 'make-test-kernels', 'make-test-topologies',
+    sp.add_argument('what', choices=('kernels', 'default', 'make-test-kernels',
+                                     'make-test-topologies', 'known-failures',
                                      'packages', 'cross', 'lint-objects', 'lava-dictionary'))
     sp.add_argument('arch', nargs='?', default='arm64',
-                    help='the arch (cross), or the kernel (make-test-topologies)')
+                    help='the arch (cross), or the kernel (make-test-topologies, '
+                    'known-failures)')
 
 
 Adder = Callable[[argparse.ArgumentParser], None]
@@ -484,6 +500,7 @@ class Command:
     fn: Callable[[argparse.Namespace], int]
     help: str
     tree: bool = True                       # --kernel, --kdir, --force
+    kernel: str = kernels.DEFAULT           # --kernel's default
     out: bool = True                        # --out
     numbers: tuple[str, ...] = ()           # options of defaults.py
     extra: Adder | None = None
@@ -507,9 +524,13 @@ COMMANDS = (
     Command('compare', cmd_compare, 'SLUB against SLAB guests, interleaved',
             numbers=('runs', 'seconds', 'alpha', 'mde', 'counted', 'timeout'),
             extra=_compare_opts),
+    # patches are posted against mainline: review takes the newest kernel
     Command('review', cmd_review, 'a patched kernel against its base',
+            kernel=kernels.NEWEST,
             numbers=('runs', 'seconds', 'alpha', 'mde', 'counted', 'jobs', 'timeout'),
             extra=_review_opts),
+    Command('known-failures', cmd_known_failures, 'each known upstream failure fails on '
+            'the stock kernel and passes with its fix', numbers=('jobs', 'timeout')),
     Command('lava', cmd_lava, 'LAVA jobs for the KUnit kernels and the guest kselftest',
             extra=_lava_opts),
     Command('report', cmd_report, 'merge the KUnit results; the summary', tree=False),
@@ -530,7 +551,7 @@ def parser() -> argparse.ArgumentParser:
     for c in COMMANDS:
         sp = sub.add_parser(c.name, help=c.help)
         if c.tree:
-            _tree_opts(sp)
+            _tree_opts(sp, c.kernel)
         if c.out:
             _out_opt(sp)
         for dest in c.numbers:

@@ -54,6 +54,7 @@ def _jobs() -> str:
 OPTIONS = (
     Option('TIMEOUT', 'timeout', 'seconds one boot may take before it counts as hung',
            (('kunit', '300'), ('review', '300'), ('mutants', '120'), ('guest', '180'),
+            ('known-failures', '300'),
             ('compare', '180')), low=1, high=86400, integer=True),
     Option('RUNS', 'runs', 'good runs per side', (('compare', '10'), ('review', '30')),
            low=2, high=10000, integer=True),

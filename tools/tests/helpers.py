@@ -28,8 +28,8 @@ def debian_tree(kernel: str) -> sources.Tree:
 
 @functools.cache
 def stock_parser() -> Path:
-    """kunit.py's parser, from the first declared kernel's tree, for reading golden logs."""
-    return ktap.kunit_dir(debian_tree(kernels.names()[0]).path)
+    """kunit.py's parser, from the default kernel's tree, for reading golden logs."""
+    return ktap.kunit_dir(debian_tree(kernels.DEFAULT).path)
 
 
 def mini_tree(tree: sources.Tree, dest: Path, files: list[str]) -> Path:

@@ -9,8 +9,10 @@ import sys
 import tempfile
 import unittest
 from pathlib import Path
+from unittest import mock
 
-from kloc import defaults
+from kloc import cli, defaults
+from kloc.trees import kernels
 
 TOOLS = Path(__file__).resolve().parents[1]
 
@@ -100,6 +102,17 @@ class DefaultsTest(unittest.TestCase):
                     self.assertNotEqual(o.default(command), '',
                                         f'{command} --{o.dest} has no default in the table')
 
+    def test_review_defaults_to_the_newest_kernel(self) -> None:
+        env = {k: v for k, v in os.environ.items() if k != 'KERNEL'}
+        with mock.patch.dict(os.environ, env, clear=True):
+            p = cli.parser()
+            self.assertEqual(p.parse_args(['review', '--aa']).kernel, kernels.NEWEST)
+            self.assertEqual(p.parse_args(['kunit']).kernel, kernels.DEFAULT)
+        with mock.patch.dict(os.environ, dict(env, KERNEL='6.1'), clear=True):
+            self.assertEqual(cli.parser().parse_args(['review', '--aa']).kernel, '6.1')
+        self.assertIn(f'(default {kernels.NEWEST})', ' '.join(
+            kloc('review', '--help', env={'KERNEL': ''}).stdout.split()))
+
     def test_make_help_prints_the_table(self) -> None:
         r = subprocess.run(['make', '-s', '-C', str(Path(__file__).resolve().parents[2]),
                             'help'], capture_output=True, text=True)
@@ -117,14 +130,16 @@ class MakefileTest(unittest.TestCase):
                               capture_output=True, text=True, timeout=120)
 
     def test_timeout_reaches_every_command_that_boots(self) -> None:
-        for target in ('kunit', 'guest', 'compare', 'review', 'mutants', 'run'):
+        for target in ('kunit', 'guest', 'compare', 'review', 'mutants', 'run',
+                       'known-failures'):
             with self.subTest(target=target):
                 r = self.make('-n', target, 'TIMEOUT=7', 'PATCH=x.patch')
                 self.assertEqual(r.returncode, 0, r.stderr)
                 text = r.stdout.replace('\\\n', ' ')
                 lines = [ln for ln in text.splitlines() if '-m kloc ' in ln
                          and any(f'kloc {c}' in ln for c in
-                                 ('kunit', 'guest', 'compare', 'review', 'mutants'))]
+                                 ('kunit', 'guest', 'compare', 'review', 'mutants',
+                                  'known-failures'))]
                 self.assertTrue(lines, r.stdout)
                 for ln in lines:
                     self.assertIn("--timeout '7'", ln)

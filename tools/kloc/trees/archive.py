@@ -119,6 +119,13 @@ def newest(cache: Path, major: int) -> tuple[str, str]:
     return best[0].series, best[1]
 
 
+def cached_source(cache: Path, series: str) -> Path | None:
+    """The tarball of linux-source-<series> fetch_source() unpacked, if it did."""
+    package = f'linux-source-{series}'
+    have = sorted((cache / 'debian').glob(f'{package}_*/usr/src/{package}.tar.xz'))
+    return have[-1] if have else None
+
+
 def fetch_source(cache: Path, series: str, suite: str) -> Path:
     """Debian's linux-source-<series> from suite, unpacked once into the cache (never
     installed); the path of its tarball."""
@@ -128,9 +135,9 @@ def fetch_source(cache: Path, series: str, suite: str) -> Path:
     base.mkdir(parents=True, exist_ok=True)
     with open(base / '.lock', 'w') as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        have = sorted(base.glob(f'{package}_*/usr/src/{package}.tar.xz'))
+        have = cached_source(cache, series)
         if have:
-            return have[-1]
+            return have
         update(a)
         version = candidate(a, package)
         if not version:

@@ -4,8 +4,11 @@
 Each is a Debian linux-source package; its hook patches are the series'
 <X.Y>.patch files, the greatest X.Y not above the kernel (tools/kloc/series/changes.py).
 make test, lint, the tree cache, the command line and the Makefile help
-all take their lists from here; deps.sh lists the packages, and a tool
-test checks that it says the same.
+all take their lists from here; deps.sh installs the packages of the
+machine's own release, and a tool test checks that it says the same.
+Mainline kernels come from another suite of the archive (suite=): they are
+downloaded into the cache on first use, never installed
+(tools/kloc/trees/archive.py).
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ class Kernel:
     slab: bool                  # the SLAB allocator exists (gone in 6.8)
     in_make_test: bool = True   # make test runs KUnit on it
     # the arches of the topologies make test runs it on (make kunit runs all)
-    make_test_arches: tuple[str, ...] = ('arm64', 'x86_64')
+    make_test_arches: tuple[str, ...] = ('arm64',)
+    suite: str = ''             # Debian suite it comes from; '': installed by deps.sh
 
     @property
     def package(self) -> str:
@@ -32,14 +36,20 @@ class Kernel:
         return KernelVersion.parse(self.series)
 
 
+# Newest first: make review's default is the first (patches are posted
+# against mainline).
+#
+# make test runs each kernel's arm64 topologies, where both the ITS and the
+# percpu suites run. An x86_64 KUnit kernel runs the percpu suites only and
+# takes 9 to 11 minutes to build cold: make test leaves them to make kunit
+# (which runs every topology), to stay within its hour with three kernels.
 KERNELS = (
-    Kernel('6.12', slab=False),
-    # 6.1's x86_64 KUnit kernel runs the percpu suites only, which its arm64
-    # topologies run too, and takes 9 minutes to build cold: make test leaves
-    # it to make kunit KERNEL=6.1, to stay within its hour.
+    Kernel('7.2', slab=False, make_test_arches=('arm64',), suite='sid'),   # mainline
+    Kernel('6.12', slab=False, make_test_arches=('arm64',)),
     Kernel('6.1', slab=True, make_test_arches=('arm64',)),
 )
-DEFAULT = '6.12'                # KERNEL= when none is given
+DEFAULT = '6.12'                # KERNEL= when none is given (make review: NEWEST)
+NEWEST = KERNELS[0].series
 OLDEST = KernelVersion(6, 1)    # KDIR trees must be at least this
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kloc import progress
 from kloc.series import changes, install
-from kloc.trees import kernels
+from kloc.trees import archive, kernels
 from kloc.paths import cache_dir
 from kloc.version import KernelVersion, VersionError, tree_version
 from kloc.errors import KlocError
@@ -74,7 +74,13 @@ def source_dir() -> Path:
 
 
 def tarball_path(kernel: str) -> Path:
-    """Debian's linux-source tarball of kernel (it may be missing)."""
+    """Debian's linux-source tarball of kernel (it may be missing): where the package
+    installs it, or for a kernel of another suite, where archive.py unpacks it."""
+    k = kernels.get(kernel)
+    if k is not None and k.suite:
+        return archive.cached_source(cache_dir(), kernel) or \
+            cache_dir() / 'debian' / f'linux-source-{kernel}_(not fetched)' / 'usr' / 'src' / \
+            f'linux-source-{kernel}.tar.xz'
     return source_dir() / f'linux-source-{kernel}.tar.xz'
 
 
@@ -230,10 +236,13 @@ def debian_tree(kernel: str, cache: Path) -> Tree:
     renamed into place; an extraction that is killed leaves only that
     temporary directory, which the next run removes.
     """
-    if kernels.get(kernel) is None:
+    k = kernels.get(kernel)
+    if k is None:
         raise TreeError(f'KERNEL={kernel} is not supported; use one of '
                         f'{", ".join(kernels.names())}, or KDIR=/path/to/tree')
     tarball = tarball_path(kernel)
+    if not tarball.is_file() and k.suite:
+        tarball = archive.fetch_source(cache, kernel, k.suite)
     if not tarball.is_file():
         raise TreeError(f'{tarball} is missing; install it with '
                         f'"apt-get install linux-source-{kernel}" (or run "make deps" as root)')
