@@ -15,6 +15,7 @@ class KunitRun:
     topology: str    # e.g. arm64_2n_its1
     doc: Document
     seconds: float = 0.0
+    origin: str = 'kdir'     # the tree: 'debian' (stock), 'kdir', 'review', 'mutant'
 
 
 def _case(parent: ET.Element, classname: str, name: str, status: Status,

@@ -225,7 +225,8 @@ def run_topology(job: Job, name: str) -> KunitRun:
     meta = out / f'{name}.meta.json'
     write_text(meta, json.dumps(
         {'kernel': job.tree.label, 'topology': name, 'seconds': round(seconds, 2),
-         'kunit_py_exit': rc, 'kunit_dir': str(ktap.kunit_dir(job.tree.path))},
+         'kunit_py_exit': rc, 'kunit_dir': str(ktap.kunit_dir(job.tree.path)),
+         'origin': job.tree.origin},
         indent=1) + '\n')
     result = load_run(meta)
     c = result.doc.counts()
@@ -246,7 +247,8 @@ def load_run(meta: Path) -> KunitRun:
                      Path(m['kunit_dir']))
     if doc.found:
         doc.suites.append(check_topology(doc, topology.get(m['topology'])))
-    return KunitRun(m['kernel'], m['topology'], doc, float(m['seconds']))
+    return KunitRun(m['kernel'], m['topology'], doc, float(m['seconds']),
+                    m.get('origin', 'kdir'))
 
 
 def load_runs(kunit_out: Path) -> list[KunitRun]:

@@ -3,14 +3,22 @@
 
 from __future__ import annotations
 
+from kloc.kunit import known
 from kloc.kunit.junit import KunitRun
-from kloc.kunit.ktap import Status
+from kloc.kunit.ktap import Document, Status
 
 MAX_LISTED = 15
 
 
+def _complete(doc: Document) -> bool:
+    """Whether the run printed every suite it planned."""
+    return doc.found and bool(doc.suites) and (doc.planned is None
+                                               or len(doc.suites) >= doc.planned)
+
+
 def ok(runs: list[KunitRun]) -> bool:
-    return bool(runs) and all(r.doc.ok for r in runs)
+    """Every run complete, and no failure but the known upstream ones, each still there."""
+    return bool(runs) and all(_complete(r.doc) for r in runs) and known.classify(runs).ok
 
 
 def render(runs: list[KunitRun]) -> str:
@@ -34,19 +42,34 @@ def render(runs: list[KunitRun]) -> str:
         for suite in r.doc.suites:
             for path, leaf in suite.leaves():
                 if leaf.status in (Status.FAIL, Status.CRASHED):
+                    k = known.excuse(r, path, leaf)
+                    tag = f' (known upstream: {k.name})' if k else ''
                     bad.append(f'  {leaf.status.value:<7} {r.kernel} {r.topology} {path}'
-                               + (f': {leaf.reason}' if leaf.reason else ''))
+                               + (f': {leaf.reason}' if leaf.reason else '') + tag)
     if bad:
         lines.append('')
         lines.append('Failed or crashed:')
         lines.extend(bad[:MAX_LISTED])
         if len(bad) > MAX_LISTED:
             lines.append(f'  ... and {len(bad) - MAX_LISTED} more (see the JUnit file)')
+    v = known.classify(runs)
+    if v.known:
+        lines.append('')
+        lines.append(f'{len(v.known)} of the failures are known upstream failures '
+                     '(tools/kloc/kunit/known.py), each with its fix patch; '
+                     f'{len(v.unexpected)} are not')
+    for f in v.fixed:
+        lines.append(f'UNEXPECTED PASS: {f}: the stock kernel no longer fails this '
+                     'known upstream failure; if it has the fix now, remove the entry '
+                     'from tools/kloc/kunit/known.py')
+    for f in v.passing_elsewhere:
+        lines.append(f'note: known upstream failure {f} (this tree may have the fix)')
     verdict = 'PASS' if ok(runs) else 'FAIL'
     lines.append('')
     lines.append(f'{totals[Status.CRASHED]} of the failures are crashes; '
                  f'{len(runs)} kernel x topology runs')
     lines.append(f'{verdict}: {totals[Status.PASS]} passed, '
-                 f'{totals[Status.FAIL] + totals[Status.CRASHED]} failed, '
-                 f'{totals[Status.SKIP]} skipped')
+                 f'{totals[Status.FAIL] + totals[Status.CRASHED]} failed'
+                 + (f' ({len(v.known)} of them known upstream)' if v.known else '')
+                 + f', {totals[Status.SKIP]} skipped')
     return '\n'.join(lines) + '\n'

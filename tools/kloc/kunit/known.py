@@ -1,0 +1,130 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Known upstream failures: cases a stock kernel fails because the kernel is wrong.
+
+Each is written up (docs/) with a fix patch in `git format-patch` form.
+A run of a stock (Debian) tree must fail each of them where it is
+declared to, and nothing else: an unexpected failure, or an unexpected
+pass (the kernel may have the fix now: drop the entry), fails it. `make
+known-failures` (tools/kloc/review/fixcheck.py) checks that each passes
+with its fix.
+
+A failing case is excused only when every expectation or assertion that
+failed in it says what the entry's signature says: a known failure does
+not hide a new one in the same case.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+
+from kloc.kunit.junit import KunitRun
+from kloc.kunit.ktap import Result, Status
+from kloc.version import KernelVersion, VersionError
+
+_FAILED = re.compile(r'(?:EXPECTATION|ASSERTION) FAILED at ')
+_BAD = (Status.FAIL, Status.CRASHED)
+
+
+@dataclass(frozen=True)
+class KnownFailure:
+    name: str
+    kernel: str                     # the series whose stock kernel fails it: '7.2'
+    cases: tuple[str, ...]          # fnmatch patterns of case paths (suite.case[.param])
+    topologies: tuple[str, ...]     # where the stock kernel fails each pattern
+    signature: str                  # a regex: what every failed check in the case says
+    reason: str
+    fix: str                        # the fix, relative to the package root
+    doc: str                        # the write-up, relative to the package root
+
+    def covers(self, series: str, topology: str, path: str) -> bool:
+        return (series == self.kernel and topology in self.topologies
+                and any(fnmatch.fnmatchcase(path, c) for c in self.cases))
+
+    def explains(self, leaf: Result) -> bool:
+        """Whether every check that failed in the case is this failure."""
+        failed = sum(1 for line in leaf.log if _FAILED.search(line))
+        sig = re.compile(self.signature)
+        matched = sum(1 for line in leaf.log if sig.search(line))
+        return leaf.status == Status.FAIL and failed > 0 and matched == failed
+
+
+KNOWN: tuple[KnownFailure, ...] = (
+    KnownFailure(
+        name='itt-pool-ignores-node',
+        kernel='7.2',
+        cases=('irq_gic_v3_its_placement.its_kunit_itts_on_their_its_node',
+               'irq_gic_v3_its_placement.its_kunit_probe_places_all_on_node.*'),
+        topologies=('arm64_2n_its1', 'arm64_2n_its0', 'arm64_2n_itsnone'),
+        # ITTs smaller than a page (one page touched), on another node than their ITS
+        signature=r'ITT .*page 1 of 1 \(pfn 0x[0-9a-f]+\) is on node \d+, '
+                  r'the ITS on node \d+$',
+        reason='itt_alloc_pool() takes ITTs smaller than a page from one gen_pool for '
+               'every node, and gen_pool_alloc() ignores the node',
+        fix='kunit/its/fixes/0001-irqchip-gic-v3-its-Allocate-small-ITTs-on-the-ITS-s-.patch',
+        doc='docs/mainline.md'),
+)
+
+
+def series_of(kernel_label: str) -> str:
+    """'7.2' of a run's kernel label ('linux-7.2.13'); '' if it is not one."""
+    try:
+        return KernelVersion.parse(kernel_label.removeprefix('linux-')).series
+    except VersionError:
+        return ''
+
+
+def for_kernel(series: str) -> list[KnownFailure]:
+    return [k for k in KNOWN if k.kernel == series]
+
+
+@dataclass
+class Verdict:
+    known: list[str] = field(default_factory=list)        # 'topology path (name)'
+    unexpected: list[str] = field(default_factory=list)   # failures nothing explains
+    # entries a stock (Debian) kernel no longer fails where declared
+    fixed: list[str] = field(default_factory=list)
+    # the same in other trees (KDIR, a review's patched tree): they may have the fix
+    passing_elsewhere: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.unexpected and not self.fixed
+
+
+def excuse(run: KunitRun, path: str, leaf: Result,
+           known: tuple[KnownFailure, ...] = KNOWN) -> KnownFailure | None:
+    """The known failure that explains this failing case of the run, if any."""
+    series = series_of(run.kernel)
+    return next((k for k in known if k.covers(series, run.topology, path)
+                 and k.explains(leaf)), None)
+
+
+def classify(runs: list[KunitRun], known: tuple[KnownFailure, ...] = KNOWN) -> Verdict:
+    """Every failing case of the runs, known or not, and the entries that no longer fail."""
+    v = Verdict()
+    hit: set[tuple[str, str, str, str]] = set()   # (name, kernel, topology, pattern)
+    for r in runs:
+        for suite in r.doc.suites:
+            for path, leaf in suite.leaves():
+                if leaf.status not in _BAD:
+                    continue
+                k = excuse(r, path, leaf, known)
+                if k is None:
+                    v.unexpected.append(f'{r.kernel} {r.topology} {path}')
+                    continue
+                v.known.append(f'{r.kernel} {r.topology} {path} ({k.name})')
+                hit.update((k.name, r.kernel, r.topology, c) for c in k.cases
+                           if fnmatch.fnmatchcase(path, c))
+    for r in runs:
+        if not r.doc.found:
+            continue
+        for k in known:
+            if series_of(r.kernel) != k.kernel or r.topology not in k.topologies:
+                continue
+            missing = [c for c in k.cases if (k.name, r.kernel, r.topology, c) not in hit]
+            line = f'{k.name}: {r.kernel} {r.topology} passes {", ".join(missing)}'
+            if missing:
+                (v.fixed if r.origin == 'debian' else v.passing_elsewhere).append(line)
+    return v

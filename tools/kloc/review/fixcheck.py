@@ -1,0 +1,100 @@
+# SPDX-License-Identifier: GPL-2.0
+"""make known-failures: each known upstream failure against its fix.
+
+For every entry of tools/kloc/kunit/known.py for the tree's kernel, KUnit
+runs on the entry's topologies twice: on the stock tree (with the
+package installed), where the entry's cases must fail as declared and
+nothing else may, and on a copy with the entry's fix patch applied (the
+copy make review makes), where they must pass and nothing may fail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kloc import progress
+from kloc.errors import KlocError
+from kloc.kunit import known, runner
+from kloc.kunit.junit import KunitRun
+from kloc.kunit.ktap import Status
+from kloc.paths import PACKAGE_ROOT
+from kloc.review import patch_input, review
+from kloc.trees.sources import Tree
+
+
+class FixCheckError(KlocError):
+    """The known failures cannot be checked on this tree."""
+
+
+@dataclass
+class FixCheck:
+    failure: known.KnownFailure
+    stock: known.Verdict
+    # cases that fail with the fix: 'topology path' (other entries' failures aside)
+    fixed_failures: list[str] = field(default_factory=list)
+    patched: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.stock.ok and bool(self.stock.known) and not self.fixed_failures
+
+
+def _failing(runs: list[KunitRun], k: known.KnownFailure) -> list[str]:
+    """The cases that fail, but those another entry (its fix not applied) explains."""
+    out = [f'{r.topology} (no KTAP: the kernel did not boot)' for r in runs if not r.doc.found]
+    for r in runs:
+        for s in r.doc.suites:
+            for path, leaf in s.leaves():
+                if leaf.status in (Status.FAIL, Status.CRASHED):
+                    other = known.excuse(r, path, leaf)
+                    if other is None or other.name == k.name:
+                        out.append(f'{r.topology} {path}')
+    return out
+
+
+def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[FixCheck]:
+    entries = known.for_kernel(tree.version.series)
+    if not entries:
+        raise FixCheckError(f'Linux {tree.version.series} has no known upstream failures '
+                            '(tools/kloc/kunit/known.py): nothing to check; those of '
+                            + ', '.join(sorted({k.kernel for k in known.KNOWN})) + ' are')
+    if tree.origin != 'debian':
+        raise FixCheckError(f'{tree.path} is a KDIR tree: the known failures are those of '
+                            'the stock kernel; use KERNEL= instead of KDIR=')
+    checks = []
+    for k in entries:
+        fix = patch_input.load(PACKAGE_ROOT / k.fix)
+        progress.say(f'{k.name}: KUnit on the stock kernel ({", ".join(k.topologies)})')
+        stock = runner.run(runner.Job(tree, out / k.name / 'stock', k.topologies, jobs,
+                                      timeout, cache))
+        v = known.classify(stock)
+        patched, _ = review.patched_tree(tree, fix, cache)
+        progress.say(f'{k.name}: KUnit with {fix.path.name}')
+        fixed = runner.run(runner.Job(patched, out / k.name / 'fixed', k.topologies, jobs,
+                                      timeout, cache))
+        checks.append(FixCheck(k, v, _failing(fixed, k), patched.path))
+    return checks
+
+
+def render(checks: list[FixCheck]) -> str:
+    lines = []
+    for c in checks:
+        k = c.failure
+        lines.append(f'{k.name} (Linux {k.kernel}): {k.reason}')
+        lines.append(f'  write-up: {k.doc}; fix: {k.fix}')
+        lines.append(f'  stock kernel: {len(c.stock.known)} cases fail as known'
+                     + (f', {len(c.stock.unexpected)} fail otherwise' if c.stock.unexpected
+                        else '')
+                     + (f'; {len(c.stock.fixed)} declared failures pass' if c.stock.fixed
+                        else ''))
+        for f in c.stock.unexpected[:10]:
+            lines.append(f'    unexpected failure: {f}')
+        for f in c.stock.fixed:
+            lines.append(f'    unexpected pass: {f}')
+        lines.append(f'  with the fix: {len(c.fixed_failures)} cases fail'
+                     + ('' if c.fixed_failures else ', every case passes'))
+        for f in c.fixed_failures[:10]:
+            lines.append(f'    still failing: {f}')
+        lines.append(f'  {"ok" if c.ok else "FAILED"}')
+    return '\n'.join(lines) + '\n'

@@ -1,0 +1,101 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Known upstream failures (kunit/known.py), on a real run of stock Linux 7.2.13.
+
+The console is arm64_2n_its1's from `make kunit KERNEL=7.2` (2026-12-01):
+the ITS placement suite fails where itt_alloc_pool() hands node 1's ITS
+small ITTs from a node-0 pool page. Variants of it change one thing each:
+a failure the entry does not explain must stay a failure. The fixed one
+is the same kernel with the entry's fix (make known-failures KERNEL=7.2).
+"""
+
+from __future__ import annotations
+
+import unittest
+
+from kloc.kunit import known, ktap, summary
+from kloc.kunit.junit import KunitRun
+from kloc.paths import PACKAGE_ROOT
+
+from .helpers import DATA, stock_parser
+
+STOCK = (DATA / 'its-7.2-stock-arm64_2n_its1.console').read_text()
+ITTS = 'irq_gic_v3_its_placement.its_kunit_itts_on_their_its_node'
+SMALL = 'ITT of device 1 (32 vectors, 256 bytes) page 1 of 1'
+
+
+def run_of(console: str, kernel: str = 'linux-7.2.13', origin: str = 'debian',
+           topo: str = 'arm64_2n_its1') -> KunitRun:
+    return KunitRun(kernel, topo, ktap.parse(console, stock_parser()), 1.0, origin)
+
+
+class KnownFailuresTest(unittest.TestCase):
+    def test_the_stock_run_fails_only_as_declared(self) -> None:
+        v = known.classify([run_of(STOCK)])
+        self.assertEqual(v.unexpected, [])
+        self.assertEqual(v.fixed, [])
+        self.assertEqual(len(v.known), 6, v.known)
+        self.assertTrue(any(ITTS in k for k in v.known))
+        self.assertTrue(summary.ok([run_of(STOCK)]))
+        self.assertIn('6 of them known upstream', summary.render([run_of(STOCK)]))
+
+    def test_a_large_itt_on_the_wrong_node_is_a_new_failure(self) -> None:
+        # the entry is about ITTs smaller than a page: a two-page one is not it
+        console = STOCK.replace(SMALL, 'ITT of device 2 (1024 vectors, 8192 bytes) page 1 of 2')
+        self.assertNotEqual(console, STOCK)
+        v = known.classify([run_of(console)])
+        self.assertEqual(v.unexpected, [f'linux-7.2.13 arm64_2n_its1 {ITTS}'])
+        self.assertFalse(summary.ok([run_of(console)]))
+
+    def test_another_failed_check_in_a_known_case_is_a_new_failure(self) -> None:
+        marker = '    # its_kunit_itts_on_their_its_node: EXPECTATION FAILED at'
+        at = STOCK.index(marker)
+        extra = (f'{marker} drivers/irqchip/tests/irq-gic-v3-its_kunit.c:1\n'
+                 '    Expected dev != NULL, but\n')
+        v = known.classify([run_of(STOCK[:at] + extra + STOCK[at:])])
+        self.assertEqual(v.unexpected, [f'linux-7.2.13 arm64_2n_its1 {ITTS}'])
+
+    def test_only_the_declared_kernel_and_topologies(self) -> None:
+        for r in (run_of(STOCK, kernel='linux-6.12.57'), run_of(STOCK, topo='arm64_1n')):
+            with self.subTest(kernel=r.kernel, topology=r.topology):
+                v = known.classify([r])
+                self.assertEqual(len(v.unexpected), 6)
+                self.assertEqual(v.known, [])
+
+    def test_a_pass_of_a_known_failure(self) -> None:
+        # the same kernel with the fix (make known-failures KERNEL=7.2): every case passes
+        fixed = (DATA / 'its-7.2-fixed-arm64_2n_its1.console').read_text()
+        stock = run_of(fixed)
+        v = known.classify([stock])
+        self.assertEqual(v.unexpected, [])
+        self.assertEqual(len(v.fixed), 1, v.fixed)
+        self.assertIn(ITTS, v.fixed[0])
+        self.assertFalse(summary.ok([stock]))
+        self.assertIn('UNEXPECTED PASS', summary.render([stock]))
+        # in a KDIR tree, or a review's patched one, the fix may be there: a note
+        for origin in ('kdir', 'review'):
+            with self.subTest(origin=origin):
+                v = known.classify([run_of(fixed, origin=origin)])
+                self.assertEqual(v.fixed, [])
+                self.assertEqual(len(v.passing_elsewhere), 1)
+                self.assertTrue(summary.ok([run_of(fixed, origin=origin)]))
+
+    def test_a_crash_is_never_known(self) -> None:
+        cut = STOCK.index('    # its_kunit_itts_on_their_its_node: EXPECTATION FAILED')
+        v = known.classify([run_of(STOCK[:cut])])
+        self.assertTrue(v.unexpected)
+        self.assertFalse(summary.ok([run_of(STOCK[:cut])]))
+
+
+class DeclarationsTest(unittest.TestCase):
+    def test_each_entry_has_its_fix_and_write_up(self) -> None:
+        for k in known.KNOWN:
+            with self.subTest(entry=k.name):
+                fix = (PACKAGE_ROOT / k.fix).read_text()
+                self.assertTrue(fix.startswith('From '), 'not git format-patch output')
+                self.assertIn('Signed-off-by: ', fix)
+                self.assertIn(k.name, (PACKAGE_ROOT / k.doc).read_text())
+                self.assertTrue(k.cases and k.topologies)
+
+
+if __name__ == '__main__':
+    unittest.main()
