@@ -133,6 +133,7 @@ def cmd_kunit(args: argparse.Namespace) -> int:
 
 def cmd_known_failures(args: argparse.Namespace) -> int:
     tree = _tree(args)
+    fixcheck.entries_of(tree)       # nothing to check: say so before installing
     install_into(tree, args)
     checks = fixcheck.run(tree, cache_dir(), Path(args.out).resolve() / 'known-failures',
                           args.jobs, args.timeout)

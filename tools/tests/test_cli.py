@@ -54,6 +54,13 @@ class CliErrors(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn('KERNEL=5.10 is not supported', r.stderr)
 
+    def test_known_failures_of_a_kernel_with_none(self) -> None:
+        r = kloc('known-failures', '--kernel', '6.12', '--out', '/nonexistent/kloc-out')
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('Linux 6.12 has no known upstream failures', r.stderr)
+        self.assertIn('those of 7.2 are', r.stderr)
+        self.assertFalse(Path('/nonexistent/kloc-out').exists())
+
     def test_unknown_topology(self) -> None:
         with tempfile.TemporaryDirectory() as d:
             r = kloc('kunit', '--kdir', d, '--topologies', 'bogus')

@@ -53,7 +53,8 @@ def _failing(runs: list[KunitRun], k: known.KnownFailure) -> list[str]:
     return out
 
 
-def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[FixCheck]:
+def entries_of(tree: Tree) -> list[known.KnownFailure]:
+    """The tree's known failures; FixCheckError if there are none to check here."""
     entries = known.for_kernel(tree.version.series)
     if not entries:
         raise FixCheckError(f'Linux {tree.version.series} has no known upstream failures '
@@ -62,8 +63,12 @@ def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[Fix
     if tree.origin != 'debian':
         raise FixCheckError(f'{tree.path} is a KDIR tree: the known failures are those of '
                             'the stock kernel; use KERNEL= instead of KDIR=')
+    return entries
+
+
+def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[FixCheck]:
     checks = []
-    for k in entries:
+    for k in entries_of(tree):
         fix = patch_input.load(PACKAGE_ROOT / k.fix)
         progress.say(f'{k.name}: KUnit on the stock kernel ({", ".join(k.topologies)})')
         stock = runner.run(runner.Job(tree, out / k.name / 'stock', k.topologies, jobs,
