@@ -25,7 +25,7 @@ checkpatch() {
 step() { echo "lint: $*" >&2; }
 
 step "shellcheck"
-mapfile -t shells < <(git ls-files '*.sh' .ci/run 2>/dev/null || find . -name '*.sh')
+mapfile -t shells < <(git ls-files '*.sh' .ci/run tools/qemu-accel/qemu-system 2>/dev/null || find . -name '*.sh')
 shellcheck "${shells[@]}" || fail=1
 
 step "mypy --strict"

@@ -19,7 +19,7 @@ from kloc.qemu import arches, topology
 from kloc.atomicfile import write_text
 from kloc.kunit.junit import KunitRun
 from kloc.trees.sources import Tree
-from kloc.paths import QEMU_CONFIGS
+from kloc.paths import PACKAGE_ROOT, QEMU_CONFIGS
 from kloc.procs import disk_full_hint, run_logged, tail
 from kloc.errors import KlocError
 
@@ -205,6 +205,20 @@ def check_topology(doc: ktap.Document, topo: topology.Topology) -> ktap.Result:
                        children=cases)
 
 
+# qemu-system-<arch> for kunit.py exec: drops the accelerators 7.x's kunit.py
+# asks for, so that the QEMU config's (the boot probe's choice) is the one used.
+QEMU_ACCEL_SHIM = PACKAGE_ROOT / 'tools' / 'qemu-accel'
+
+
+def exec_env(cache: Path) -> dict[str, str]:
+    """kunit.py exec's environment: the build's, with the QEMU wrapper first on PATH."""
+    env = build_env(cache)
+    path = env.get('PATH', os.defpath)
+    env['KLOC_QEMU_PATH'] = path
+    env['PATH'] = f'{QEMU_ACCEL_SHIM}{os.pathsep}{path}'
+    return env
+
+
 def run_topology(job: Job, name: str) -> KunitRun:
     topo = topology.get(name)
     out = job.out_dir
@@ -216,7 +230,7 @@ def run_topology(job: Job, name: str) -> KunitRun:
     progress.say(f'{job.tree.label}: running on {name} ({topo.about})')
     start = time.monotonic()
     rc = run_logged(cmd, out / f'{name}.log', f'{job.tree.label} {name}',
-                    cwd=job.tree.path, env=build_env(job.cache))
+                    cwd=job.tree.path, env=exec_env(job.cache))
     seconds = time.monotonic() - start
     console_src = build_dir / 'test.log'
     console = console_src.read_text(errors='replace') if console_src.exists() else ''
