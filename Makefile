@@ -46,7 +46,7 @@ help:
 	@echo '  make kselftest   build the kselftests standalone and in-tree; run them on this kernel'
 	@echo '  make guest       build a minimal guest (ARCH=, ALLOC=slub|slab) and run the kselftest once'
 	@echo '  make compare     SLUB vs SLAB guests (the newest kernel with SLAB), interleaved: table, JSON, SVG plot'
-	@echo "  make review      PATCH=file: base vs patched kernel (KERNEL=$$($(KLOC) registry kernels | cut -d' ' -f1) by default), KUnit + loopback A/B; report"
+	@echo "  make review      PATCH=file: base vs patched kernel (KERNEL=$$($(KLOC) registry newest) by default), KUnit + loopback A/B; report"
 	@echo '  make bench-aa    20 short A/A reviews: how often a null difference is called'
 	@echo '  make mutants     apply each mutant to a copy of the tree; each must be caught'
 	@echo '  make known-failures  each known upstream failure of KERNEL= fails stock and passes with its fix'

@@ -354,6 +354,8 @@ def cmd_registry(args: argparse.Namespace) -> int:
         print(' '.join(kernels.names()))
     elif args.what == 'default':
         print(kernels.DEFAULT)
+    elif args.what == 'newest':
+        print(kernels.NEWEST)
     elif args.what == 'known-failures':
         print(' '.join(k.name for k in known.for_kernel(args.arch)))
     elif args.what == 'make-test-kernels':
@@ -484,7 +486,7 @@ def _fetch_source_opts(sp: argparse.ArgumentParser) -> None:
 
 
 def _registry_opts(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument('what', choices=('kernels', 'default', 'make-test-kernels',
+    sp.add_argument('what', choices=('kernels', 'default', 'newest', 'make-test-kernels',
                                      'make-test-topologies', 'known-failures',
                                      'packages', 'cross', 'lint-objects', 'lava-dictionary'))
     sp.add_argument('arch', nargs='?', default='arm64',
