@@ -14,6 +14,7 @@ import socket
 import subprocess
 import tarfile
 import tempfile
+import threading
 import unittest
 from pathlib import Path
 from unittest import mock
@@ -54,6 +55,24 @@ class ArchiveTest(unittest.TestCase):
         series, suite = archive.newest(cache_dir(), 7)
         self.assertIn(suite, archive.SUITES)
         self.assertGreaterEqual(tuple(int(x) for x in series.split('.')), (7, 2))
+
+    def test_concurrent_commands_share_the_private_apt(self) -> None:
+        # Two kloc commands at once (two make targets, or the tool tests'
+        # workers) each run apt-get on the suite's private lists; apt's own
+        # lock on them must not fail the second.
+        errors: list[BaseException] = []
+
+        def look() -> None:
+            try:
+                archive.newest(cache_dir(), 7)
+            except BaseException as e:      # reported below
+                errors.append(e)
+        threads = [threading.Thread(target=look) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
 
     def test_no_such_series_names_those_there(self) -> None:
         with self.assertRaises(archive.ArchiveError) as e:

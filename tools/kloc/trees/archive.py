@@ -20,6 +20,8 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +57,18 @@ class Archive:
                 '-o', f'Dir::Cache={r / "cache"}',
                 '-o', 'Dir::State::status=/dev/null',
                 '-o', 'APT::Sandbox::User=root']
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the suite's private apt for one command's update and queries.
+
+        apt-get takes its own lock on the lists and fails, rather than waits,
+        when another kloc command (or tool test) is updating the same suite.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / '.lock', 'w') as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
 
     def configure(self) -> None:
         for d in ('lists/partial', 'cache/archives/partial'):
@@ -110,8 +124,10 @@ def newest(cache: Path, major: int) -> tuple[str, str]:
     best: tuple[KernelVersion, str] | None = None
     for suite in SUITES:
         a = Archive(suite, cache)
-        update(a)
-        for v in sources_offered(a):
+        with a.locked():
+            update(a)
+            offered = sources_offered(a)
+        for v in offered:
             if v.major == major and (best is None or v > best[0]):
                 best = (v, suite)
     if best is None:
@@ -138,14 +154,15 @@ def fetch_source(cache: Path, series: str, suite: str) -> Path:
         have = cached_source(cache, series)
         if have:
             return have
-        update(a)
-        version = candidate(a, package)
-        if not version:
-            raise ArchiveError(f'Debian {suite} offers no {package}; the series there: '
-                               + ', '.join(str(v) for v in sources_offered(a)))
+        with a.locked():
+            update(a)
+            version = candidate(a, package)
+            if not version:
+                raise ArchiveError(f'Debian {suite} offers no {package}; the series there: '
+                                   + ', '.join(str(v) for v in sources_offered(a)))
         progress.say(f'downloading {package} {version} from Debian {suite} (apt-get '
                      'download: not installed)')
-        with tempfile.TemporaryDirectory(prefix=f'.{package}-', dir=base) as tmp:
+        with tempfile.TemporaryDirectory(prefix=f'.{package}-', dir=base) as tmp, a.locked():
             _apt(a, 'download', f'{package}={version}', cwd=Path(tmp))
             debs = list(Path(tmp).glob(f'{package}_*.deb'))
             if len(debs) != 1:
