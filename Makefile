@@ -144,7 +144,7 @@ run: deps
 	exit $$rc
 
 check-tools:
-	@cd tools && $(PYTHON) -m unittest discover -s tests -t . $(if $(V),-v)
+	@cd tools && $(PYTHON) -m tests.run --jobs $(call q,$(JOBS)) $(if $(V),-v)
 
 lint: deps
 	@OUT=$(call q,$(OUT)) PYTHON=$(PYTHON) tools/lint.sh

@@ -66,8 +66,8 @@ OPTIONS = (
     Option('MDE', 'mde', 'the change of interest, in percent: a run that could not '
            'detect it is inconclusive', (('compare', '3.6'), ('review', '3.6')), low=0,
            high=100, low_open=True),
-    Option('JOBS', 'jobs', 'parallel build jobs', (('*', 'nproc'),), low=1, high=4096,
-           integer=True),
+    Option('JOBS', 'jobs', 'parallel build jobs and tool-test workers', (('*', 'nproc'),),
+           low=1, high=4096, integer=True),
     Option('COUNTED', 'counted', 'boots a side under the QEMU counting plugin, after the '
            'timed runs (0: none; 3 judge instructions per packet)',
            (('compare', '0'), ('review', '0'), ('guest', '0')),
