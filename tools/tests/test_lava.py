@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 from pathlib import Path
 from typing import Any
@@ -218,6 +219,40 @@ def kunit_py_run(tree_path: Path, name: str, kernel: Path,
             proc.kill()
             out, _ = proc.communicate()
         return [str(a) for a in proc.args], str(out)
+
+
+class TemplatesTest(unittest.TestCase):
+    def test_two_commands_at_once_download_lava_server_once(self) -> None:
+        # The second used to download it again and remove the first one's
+        # templates (rmtree, rename) while the first was reading them.
+        if not shutil.which('lava-run'):
+            self.skipTest(local.INSTALL_HINT)
+        real = subprocess.run
+        downloads = []
+
+        def counting(cmd: Any, *args: Any, **kwargs: Any) -> Any:
+            if list(cmd[:2]) == ['apt-get', 'download']:
+                downloads.append(cmd)
+            return real(cmd, *args, **kwargs)
+        got: list[Path | BaseException] = []
+
+        def fetch(cache: Path) -> None:
+            try:
+                got.append(device.templates(cache))
+            except BaseException as e:      # reported below
+                got.append(e)
+        with tempfile.TemporaryDirectory() as d, \
+                mock.patch.object(subprocess, 'run', counting):
+            threads = [threading.Thread(target=fetch, args=(Path(d),)) for _ in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            self.assertEqual(len(got), 2)
+            self.assertEqual(got[0], got[1])
+            assert isinstance(got[0], Path)
+            self.assertTrue((got[0] / device.DEVICE_TYPE_TEMPLATE).is_file())
+        self.assertEqual(len(downloads), 1, downloads)
 
 
 class CliTest(unittest.TestCase):

@@ -13,6 +13,7 @@ installing it.
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import subprocess
 import tempfile
@@ -63,10 +64,19 @@ def templates(cache: Path, version: str | None = None) -> Path:
     dest = cache / SERVER / version
     if (dest / TEMPLATES / DEVICE_TYPE_TEMPLATE).is_file():
         return dest / TEMPLATES
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    # Two commands at once download it once: the second waits, then finds it.
+    with open(dest.parent / '.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (dest / TEMPLATES / DEVICE_TYPE_TEMPLATE).is_file():
+            _download(version, dest)
+    return dest / TEMPLATES
+
+
+def _download(version: str, dest: Path) -> None:
     pkg = f'{SERVER}={version}'
     progress.say(f'downloading {pkg} for its {DEVICE_TYPE_TEMPLATE} (unpacked, not '
                  f'installed, into {dest})')
-    dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix='kloc-lava-server-', dir=dest.parent) as tmp:
         r = subprocess.run(['apt-get', 'download', pkg], cwd=tmp, capture_output=True,
                            text=True)
@@ -82,7 +92,6 @@ def templates(cache: Path, version: str | None = None) -> Path:
             raise DeviceError(f'{debs[0].name} has no {TEMPLATES / DEVICE_TYPE_TEMPLATE}')
         shutil.rmtree(dest, ignore_errors=True)
         unpacked.rename(dest)
-    return dest / TEMPLATES
 
 
 def render(dictionary: Path, types: Path, context: dict[str, object]) -> str:
