@@ -10,11 +10,14 @@ is the same kernel with the entry's fix (make known-failures KERNEL=7.2).
 
 from __future__ import annotations
 
+import dataclasses
 import unittest
+import unittest.mock
 
 from kloc.kunit import known, ktap, summary
 from kloc.kunit.junit import KunitRun
 from kloc.paths import PACKAGE_ROOT
+from kloc.review import fixcheck
 
 from .helpers import DATA, stock_parser
 
@@ -36,7 +39,10 @@ class KnownFailuresTest(unittest.TestCase):
         self.assertEqual(len(v.known), 6, v.known)
         self.assertTrue(any(ITTS in k for k in v.known))
         self.assertTrue(summary.ok([run_of(STOCK)]))
-        self.assertIn('6 of them known upstream', summary.render([run_of(STOCK)]))
+        text = summary.render([run_of(STOCK)])
+        self.assertIn('6 of them known upstream', text)
+        self.assertIn(f'FAIL    linux-7.2.13 arm64_2n_its1 {ITTS} (known upstream: '
+                      'itt-pool-ignores-node)', text)
 
     def test_a_large_itt_on_the_wrong_node_is_a_new_failure(self) -> None:
         # the entry is about ITTs smaller than a page: a two-page one is not it
@@ -84,6 +90,32 @@ class KnownFailuresTest(unittest.TestCase):
         v = known.classify([run_of(STOCK[:cut])])
         self.assertTrue(v.unexpected)
         self.assertFalse(summary.ok([run_of(STOCK[:cut])]))
+
+
+class FixCheckTest(unittest.TestCase):
+    """What make known-failures counts as still failing in the tree with the fix."""
+
+    entry = known.for_kernel('7.2')[0]
+
+    def test_the_fixed_run_has_nothing_left(self) -> None:
+        fixed = (DATA / 'its-7.2-fixed-arm64_2n_its1.console').read_text()
+        self.assertEqual(fixcheck.still_failing([run_of(fixed, origin='review')],
+                                                self.entry), [])
+
+    def test_its_own_failure_is_not_excused_with_its_fix(self) -> None:
+        left = fixcheck.still_failing([run_of(STOCK, origin='review')], self.entry)
+        self.assertEqual(len(left), 6, left)
+        self.assertIn(f'linux-7.2.13 arm64_2n_its1 {ITTS}', left)
+
+    def test_another_entrys_failure_is_excused(self) -> None:
+        other = dataclasses.replace(self.entry, name='another')
+        with unittest.mock.patch.object(known, 'KNOWN', (self.entry, other)):
+            self.assertEqual(fixcheck.still_failing([run_of(STOCK, origin='review')],
+                                                    self.entry), [])
+
+    def test_a_kernel_that_printed_no_ktap(self) -> None:
+        self.assertEqual(fixcheck.still_failing([run_of('')], self.entry),
+                         ['linux-7.2.13 arm64_2n_its1 (no KTAP: the kernel did not boot)'])
 
 
 class DeclarationsTest(unittest.TestCase):

@@ -87,6 +87,12 @@ class Verdict:
     fixed: list[str] = field(default_factory=list)
     # the same in other trees (KDIR, a review's patched tree): they may have the fix
     passing_elsewhere: list[str] = field(default_factory=list)
+    # (kernel, topology, path) of each failing case a known failure explains: its name
+    excused: dict[tuple[str, str, str], str] = field(default_factory=dict)
+
+    def excuse(self, run: KunitRun, path: str) -> str | None:
+        """The name of the known failure that explains this case of the run, if any."""
+        return self.excused.get((run.kernel, run.topology, path))
 
     @property
     def ok(self) -> bool:
@@ -115,6 +121,7 @@ def classify(runs: list[KunitRun], known: tuple[KnownFailure, ...] = KNOWN) -> V
                     v.unexpected.append(f'{r.kernel} {r.topology} {path}')
                     continue
                 v.known.append(f'{r.kernel} {r.topology} {path} ({k.name})')
+                v.excused[(r.kernel, r.topology, path)] = k.name
                 hit.update((k.name, r.kernel, r.topology, c) for c in k.cases
                            if fnmatch.fnmatchcase(path, c))
     for r in runs:

@@ -29,6 +29,7 @@ def render(runs: list[KunitRun]) -> str:
              f'{"crash":>5} {"time":>7}']
     bad: list[str] = []
     totals = {s: 0 for s in Status}
+    v = known.classify(runs)
     for r in runs:
         c = r.doc.counts()
         note = ''
@@ -45,8 +46,8 @@ def render(runs: list[KunitRun]) -> str:
         for suite in r.doc.suites:
             for path, leaf in suite.leaves():
                 if leaf.status in (Status.FAIL, Status.CRASHED):
-                    k = known.excuse(r, path, leaf)
-                    tag = f' (known upstream: {k.name})' if k else ''
+                    name = v.excuse(r, path)
+                    tag = f' (known upstream: {name})' if name else ''
                     bad.append(f'  {leaf.status.value:<7} {r.kernel} {r.topology} {path}'
                                + (f': {leaf.reason}' if leaf.reason else '') + tag)
     if bad:
@@ -55,7 +56,6 @@ def render(runs: list[KunitRun]) -> str:
         lines.extend(bad[:MAX_LISTED])
         if len(bad) > MAX_LISTED:
             lines.append(f'  ... and {len(bad) - MAX_LISTED} more (see the JUnit file)')
-    v = known.classify(runs)
     if v.known:
         lines.append('')
         lines.append(f'{len(v.known)} of the failures are known upstream failures '

@@ -17,7 +17,6 @@ from kloc import progress
 from kloc.errors import KlocError
 from kloc.kunit import known, runner
 from kloc.kunit.junit import KunitRun
-from kloc.kunit.ktap import Status
 from kloc.paths import PACKAGE_ROOT
 from kloc.review import patch_input, review
 from kloc.trees.sources import Tree
@@ -31,7 +30,7 @@ class FixCheckError(KlocError):
 class FixCheck:
     failure: known.KnownFailure
     stock: known.Verdict
-    # cases that fail with the fix: 'topology path' (other entries' failures aside)
+    # what fails with the fix: 'kernel topology path' (other entries' failures aside)
     fixed_failures: list[str] = field(default_factory=list)
     patched: Path | None = None
 
@@ -40,17 +39,13 @@ class FixCheck:
         return self.stock.ok and bool(self.stock.known) and not self.fixed_failures
 
 
-def _failing(runs: list[KunitRun], k: known.KnownFailure) -> list[str]:
-    """The cases that fail, but those another entry (its fix not applied) explains."""
-    out = [f'{r.topology} (no KTAP: the kernel did not boot)' for r in runs if not r.doc.found]
-    for r in runs:
-        for s in r.doc.suites:
-            for path, leaf in s.leaves():
-                if leaf.status in (Status.FAIL, Status.CRASHED):
-                    other = known.excuse(r, path, leaf)
-                    if other is None or other.name == k.name:
-                        out.append(f'{r.topology} {path}')
-    return out
+def still_failing(runs: list[KunitRun], k: known.KnownFailure) -> list[str]:
+    """What fails with k's fix: every failing case but those another entry (its
+    fix not applied) explains, and every run that printed no KTAP."""
+    others = tuple(e for e in known.KNOWN if e.name != k.name)
+    return ([f'{r.kernel} {r.topology} (no KTAP: the kernel did not boot)'
+             for r in runs if not r.doc.found]
+            + known.classify(runs, others).unexpected)
 
 
 def entries_of(tree: Tree) -> list[known.KnownFailure]:
@@ -78,7 +73,7 @@ def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[Fix
         progress.say(f'{k.name}: KUnit with {fix.path.name}')
         fixed = runner.run(runner.Job(patched, out / k.name / 'fixed', k.topologies, jobs,
                                       timeout, cache))
-        checks.append(FixCheck(k, v, _failing(fixed, k), patched.path))
+        checks.append(FixCheck(k, v, still_failing(fixed, k), patched.path))
     return checks
 
 
