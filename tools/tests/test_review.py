@@ -9,6 +9,7 @@ import os
 import random
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 from kloc import procs
 from kloc.bench import metrics
 from kloc.guests import guest
-from kloc.review import kcidb_schema, patch_input, reporting, review
+from kloc.review import copies, kcidb_schema, patch_input, reporting, review
 from kloc.series import changes, install
 from kloc.series.patching import HunkError
 from kloc.trees.sources import Tree
@@ -127,6 +128,14 @@ class PatchedTree(unittest.TestCase):
         self.assertFalse(reused)
         self.assertNotEqual(other.path, tree.path)
 
+    def test_old_copies_are_pruned(self) -> None:
+        old = [old_copy(self.cache, i, 1000.0 + i) for i in range(5)]
+        a, _ = review.patched_tree(self.base, patch_input.load(SLOW), self.cache)
+        b, _ = review.patched_tree(self.base, patch_input.load(NOOP), self.cache)
+        left = sorted(p for p in (self.cache / 'review').iterdir() if p.is_dir())
+        self.assertEqual(len(left), copies.KEEP, left)
+        self.assertEqual(set(left), {a.path.parent, b.path.parent, old[4], old[3]})
+
     def test_an_mbox_series_applies_in_order(self) -> None:
         mbox = Path(self.tmp.name) / 'series.mbox'
         mbox.write_text(NOOP.read_text() + '\n' + SLOW.read_text())
@@ -154,6 +163,57 @@ class PatchedTree(unittest.TestCase):
                                     r'6.12.\d+ at .* does not have: is the patch for '
                                     'another tree'):
             review.patched_tree(self.base, patch_input.load(other), self.cache)
+
+
+def old_copy(cache: Path, n: int, used: float) -> Path:
+    """A review copy as patched_tree() leaves one, last used at time `used`."""
+    root = cache / 'review' / f'linux-6.12.1-{n:016x}'
+    (root / 'src').mkdir(parents=True)
+    (root / 'src' / 'Makefile').write_text('# a copy\n')
+    os.utime(root, (used, used))
+    return root
+
+
+class ReviewCopies(unittest.TestCase):
+    """Only the most recently used review copies stay, and none that is in use."""
+
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.cache = Path(tmp.name)
+
+    def test_the_most_recently_used_are_kept(self) -> None:
+        old = [old_copy(self.cache, i, 1000.0 + i) for i in range(6)]
+        other = self.cache / 'review' / 'not-a-copy'
+        other.mkdir()
+        new = self.cache / 'review' / f'linux-7.2.13-{99:016x}'
+        copies.use(self.cache, new, keep=4)
+        left = {p for p in (self.cache / 'review').iterdir() if p.is_dir()}
+        self.assertEqual(left, {new, other, *old[3:]})
+        # using an old one again makes it the most recent
+        copies.use(self.cache, old[3], keep=2)
+        self.assertEqual({p for p in (self.cache / 'review').iterdir() if p.is_dir()},
+                         {new, other, old[3]})
+
+    def test_a_copy_another_command_uses_is_kept(self) -> None:
+        held = old_copy(self.cache, 1, 1000.0)
+        code = ('import sys; from pathlib import Path; from kloc.review import copies; '
+                'copies.use(Path(sys.argv[1]), Path(sys.argv[2])); print("held", flush=True); '
+                'sys.stdin.read()')
+        child = subprocess.Popen([sys.executable, '-c', code, str(self.cache), str(held)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                 env=dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT / 'tools')))
+        self.addCleanup(child.kill)
+        assert child.stdout is not None and child.stdin is not None
+        self.assertEqual(child.stdout.readline(), 'held\n')
+        os.utime(held / '.in-use', (1000.0, 1000.0))     # as if it were last used long ago
+        new = self.cache / 'review' / f'linux-7.2.13-{99:016x}'
+        copies.use(self.cache, new, keep=1)
+        self.assertTrue((held / 'src' / 'Makefile').is_file(), 'a copy in use was removed')
+        child.stdin.close()
+        child.wait(timeout=60)
+        copies.use(self.cache, new, keep=1)
+        self.assertFalse(held.exists(), 'the copy no one uses any more stayed')
 
 
 def _one_line_hunk(text: str, line: str, replacement: str) -> str:

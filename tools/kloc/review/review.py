@@ -35,6 +35,7 @@ from kloc.trees import linkcopy
 from kloc.series.patching import DEFAULT_MODE, Contents, Modes, apply_text, conflict, file_changes
 from kloc.errors import KlocError
 from kloc.trees.sources import Tree, uncommitted
+from kloc.review import copies
 from kloc.review.patch_input import PatchInfo
 
 
@@ -204,6 +205,7 @@ def patched_tree(base: Tree, patch: PatchInfo, cache: Path,
                                     patch.sha256, _dirty_digest(base, dirty_files(base))]
                                    ).encode()).hexdigest()[:16]
     root = cache / 'review' / f'{base.label}-{key}'
+    copies.use(cache, root)
     src, stamp = root / 'src', root / 'kloc-review.json'
     want = {'base': str(base.path), 'version': str(base.version), 'patch': patch.sha256,
             'files': sorted(patch.files)}
