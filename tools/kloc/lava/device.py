@@ -13,13 +13,12 @@ installing it.
 
 from __future__ import annotations
 
-import fcntl
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
-from kloc import progress
+from kloc import filelock, progress
 from kloc.errors import KlocError
 
 DISPATCHER = 'lava-dispatcher'
@@ -64,10 +63,8 @@ def templates(cache: Path, version: str | None = None) -> Path:
     dest = cache / SERVER / version
     if (dest / TEMPLATES / DEVICE_TYPE_TEMPLATE).is_file():
         return dest / TEMPLATES
-    dest.parent.mkdir(parents=True, exist_ok=True)
     # Two commands at once download it once: the second waits, then finds it.
-    with open(dest.parent / '.lock', 'w') as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with filelock.exclusive(dest.parent / '.lock'):
         if not (dest / TEMPLATES / DEVICE_TYPE_TEMPLATE).is_file():
             _download(version, dest)
     return dest / TEMPLATES

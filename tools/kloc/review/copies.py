@@ -15,22 +15,13 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import IO
 
-from kloc import progress
+from kloc import filelock, progress
 
 KEEP = 4
 _IN_USE = '.in-use'
 _NAME = re.compile(r'^linux-.+-[0-9a-f]{16}$')
 _HELD: dict[Path, int] = {}       # copy -> the fd of its shared lock, kept open
-
-
-def _lock(cache: Path) -> IO[str]:
-    base = cache / 'review'
-    base.mkdir(parents=True, exist_ok=True)
-    f = open(base / '.lock', 'w')
-    fcntl.flock(f, fcntl.LOCK_EX)
-    return f
 
 
 def _last_used(root: Path) -> float:
@@ -41,7 +32,7 @@ def _last_used(root: Path) -> float:
 def use(cache: Path, root: Path, keep: int = KEEP) -> None:
     """Mark root used now and in use until this process exits; then remove the
     copies beyond the keep most recently used that no command is using."""
-    with _lock(cache):
+    with filelock.exclusive(cache / 'review' / '.lock'):
         root.mkdir(parents=True, exist_ok=True)
         if root not in _HELD:
             fd = os.open(root / _IN_USE, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)

@@ -14,18 +14,16 @@ it. The archive's keyring checks the lists, as for the system's apt.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
-from kloc import progress
+from kloc import filelock, progress
 from kloc.errors import KlocError
 from kloc.version import KernelVersion
 
@@ -58,17 +56,13 @@ class Archive:
                 '-o', 'Dir::State::status=/dev/null',
                 '-o', 'APT::Sandbox::User=root']
 
-    @contextmanager
-    def locked(self) -> Iterator[None]:
-        """Hold the suite's private apt for one command's update and queries.
+    def locked(self) -> AbstractContextManager[None]:
+        """Hold the suite's private apt for one command's update, queries and download.
 
         apt-get takes its own lock on the lists and fails, rather than waits,
         when another kloc command (or tool test) is updating the same suite.
         """
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / '.lock', 'w') as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            yield
+        return filelock.exclusive(self.root / '.lock')
 
     def configure(self) -> None:
         for d in ('lists/partial', 'cache/archives/partial'):
@@ -148,21 +142,18 @@ def fetch_source(cache: Path, series: str, suite: str) -> Path:
     a = Archive(suite, cache)
     package = f'linux-source-{series}'
     base = cache / 'debian'
-    base.mkdir(parents=True, exist_ok=True)
-    with open(base / '.lock', 'w') as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with filelock.exclusive(base / '.lock'):
         have = cached_source(cache, series)
         if have:
             return have
-        with a.locked():
+        with a.locked(), tempfile.TemporaryDirectory(prefix=f'.{package}-', dir=base) as tmp:
             update(a)
             version = candidate(a, package)
             if not version:
                 raise ArchiveError(f'Debian {suite} offers no {package}; the series there: '
                                    + ', '.join(str(v) for v in sources_offered(a)))
-        progress.say(f'downloading {package} {version} from Debian {suite} (apt-get '
-                     'download: not installed)')
-        with tempfile.TemporaryDirectory(prefix=f'.{package}-', dir=base) as tmp, a.locked():
+            progress.say(f'downloading {package} {version} from Debian {suite} (apt-get '
+                         'download: not installed)')
             _apt(a, 'download', f'{package}={version}', cwd=Path(tmp))
             debs = list(Path(tmp).glob(f'{package}_*.deb'))
             if len(debs) != 1:

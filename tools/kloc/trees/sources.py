@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -14,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kloc import progress
+from kloc import filelock, progress
 from kloc.series import changes, install
 from kloc.trees import archive, kernels
 from kloc.paths import cache_dir
@@ -251,9 +250,7 @@ def debian_tree(kernel: str, cache: Path) -> Tree:
     src = cache / 'trees' / f'linux-{kernel}'
     dest = src / 'src'
     want = _stamp_for(tarball)
-    src.mkdir(parents=True, exist_ok=True)
-    with open(src / '.lock', 'w') as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with filelock.exclusive(src / '.lock'):
         _clean_leftovers(src)
         if dest.exists():
             why = _tree_is_good(dest, kernel, want)
