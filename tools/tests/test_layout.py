@@ -10,7 +10,8 @@ from pathlib import Path
 KLOC = Path(__file__).resolve().parents[1] / 'kloc'
 
 # Each subpackage's layer; a module may import from its own layer or lower ones.
-FOUNDATION = ('errors', 'paths', 'progress', 'atomicfile', 'defaults', 'procs', 'version')
+FOUNDATION = ('errors', 'paths', 'progress', 'atomicfile', 'filelock', 'defaults', 'procs',
+              'version')
 LAYERS = {'series': 1, 'trees': 2, 'qemu': 3, 'counting': 3, 'kunit': 4, 'guests': 5,
           'bench': 6, 'review': 7, 'mutants': 7, 'lava': 7, 'lava_kcidb': 8, 'cli': 9,
           '__main__': 9}
