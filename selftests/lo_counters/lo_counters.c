@@ -19,6 +19,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <libgen.h>
 #include <linux/if_link.h>
 #include <linux/types.h>
 #include <linux/rtnetlink.h>
@@ -28,11 +29,13 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,6 +51,8 @@
 #define MAX_COUNT	1000000000L
 #define MAX_NODES	64
 #define BASE_PORT	20000
+/* IFLA_STATS64 up to the last counter read: a kernel's own may be longer. */
+#define STATS64_NEED	(offsetof(struct rtnl_link_stats64, rx_dropped) + sizeof(__u64))
 
 struct options {
 	double seconds;
@@ -315,6 +320,42 @@ static void run_phase(const struct options *opt, struct phase *ph, unsigned int 
 	pthread_cond_destroy(&quota.done);
 }
 
+/*
+ * The counters in an RTM_GETLINK reply of len bytes (len < 0: none came):
+ * 0, or -1 when it has no IFLA_STATS64, or one too short to hold them.
+ */
+static int link_stats(void *buf, int len, struct lo_count *c)
+{
+	struct rtnl_link_stats64 st;
+	struct nlmsghdr *nh;
+	int ret = -1;
+
+	/* len > 0: NLMSG_OK() compares it with a __u32 */
+	for (nh = buf; len > 0 && NLMSG_OK(nh, (__u32)len); nh = NLMSG_NEXT(nh, len)) {
+		struct ifinfomsg *ifi = NLMSG_DATA(nh);
+		struct rtattr *rta = IFLA_RTA(ifi);
+		int alen = IFLA_PAYLOAD(nh);
+
+		if (nh->nlmsg_type != RTM_NEWLINK)
+			continue;
+		for (; RTA_OK(rta, alen); rta = RTA_NEXT(rta, alen)) {
+			if (rta->rta_type != IFLA_STATS64)
+				continue;
+			if (RTA_PAYLOAD(rta) < STATS64_NEED)
+				return -1;
+			/* Counters this kernel does not have read 0. */
+			memset(&st, 0, sizeof(st));
+			memcpy(&st, RTA_DATA(rta),
+			       RTA_PAYLOAD(rta) < sizeof(st) ? RTA_PAYLOAD(rta) : sizeof(st));
+			c->rx = st.rx_packets;
+			c->tx = st.tx_packets;
+			c->dropped = st.rx_dropped;
+			ret = 0;
+		}
+	}
+	return ret;
+}
+
 /* lo's packet counters, as the kernel sums them, through RTM_GETLINK. */
 static int lo_stats(struct lo_count *c)
 {
@@ -328,37 +369,16 @@ static int lo_stats(struct lo_count *c)
 		.ifi.ifi_family = AF_UNSPEC,
 	};
 	char buf[16384];
-	struct nlmsghdr *nh;
-	int fd, len, ret = -1;
+	int fd, ret = -1;
 
 	req.ifi.ifi_index = if_nametoindex("lo");
-	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
-	if (fd < 0 || !req.ifi.ifi_index)
+	if (!req.ifi.ifi_index)
 		return -1;
-	if (send(fd, &req, req.nh.nlmsg_len, 0) < 0)
-		goto out;
-	len = recv(fd, buf, sizeof(buf), 0);
-	for (nh = (struct nlmsghdr *)buf; len > 0 && NLMSG_OK(nh, len);
-	     nh = NLMSG_NEXT(nh, len)) {
-		struct ifinfomsg *ifi = NLMSG_DATA(nh);
-		struct rtattr *rta = IFLA_RTA(ifi);
-		int alen = IFLA_PAYLOAD(nh);
-
-		if (nh->nlmsg_type != RTM_NEWLINK)
-			continue;
-		for (; RTA_OK(rta, alen); rta = RTA_NEXT(rta, alen)) {
-			struct rtnl_link_stats64 st;
-
-			if (rta->rta_type != IFLA_STATS64)
-				continue;
-			memcpy(&st, RTA_DATA(rta), sizeof(st));
-			c->rx = st.rx_packets;
-			c->tx = st.tx_packets;
-			c->dropped = st.rx_dropped;
-			ret = 0;
-		}
-	}
-out:
+	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	if (fd < 0)
+		return -1;
+	if (send(fd, &req, req.nh.nlmsg_len, 0) >= 0)
+		ret = link_stats(buf, recv(fd, buf, sizeof(buf), 0), c);
 	close(fd);
 	return ret;
 }
@@ -465,6 +485,34 @@ static int parse_cpus(const char *arg, const cpu_set_t *allowed, struct options 
 	}
 }
 
+/*
+ * Whether fopen(path, "w") could open -j's file, asked without creating or
+ * truncating it: that is done only once there is a record to write. 0, or
+ * -1 with errno.
+ */
+static int writable(const char *path)
+{
+	struct stat st;
+	char *dir;
+	int ret;
+
+	if (!stat(path, &st)) {
+		if (S_ISDIR(st.st_mode)) {
+			errno = EISDIR;
+			return -1;
+		}
+		return access(path, W_OK);
+	}
+	if (errno != ENOENT)
+		return -1;
+	dir = strdup(path);
+	if (!dir)
+		return -1;
+	ret = access(dirname(dir), W_OK | X_OK);
+	free(dir);
+	return ret;
+}
+
 /* 0 to run, 1 after -h, -1 after a usage error: named on stderr. */
 static int parse(int argc, char **argv, struct options *opt)
 {
@@ -520,6 +568,10 @@ static int parse(int argc, char **argv, struct options *opt)
 						   MAX_COUNT);
 			break;
 		case 'j':
+			/* A record that cannot be written: before measuring. */
+			if (strcmp(optarg, "-") && writable(optarg))
+				return usage_error(c, optarg, "cannot write it: %s",
+						   strerror(errno));
 			opt->json = optarg;
 			break;
 		case 'h':
@@ -684,15 +736,22 @@ static void report(const struct options *opt, const struct measurement *m,
 }
 
 /*
- * The JSON record, one line. Parsed: tools/kloc reads it (guests/guest.py
- * finds it, bench/metrics.py takes the figures, mutants/mutants.py the
- * counter verdict), so keys are only ever added.
+ * The JSON record, one line, to stdout for "-", else to the file, opened
+ * only now that there are results: a run that skips or stops before them
+ * leaves the file as it was, and makes none. Parsed: tools/kloc reads it
+ * (guests/guest.py finds it, bench/metrics.py takes the figures,
+ * mutants/mutants.py the counter verdict), so keys are only ever added.
+ * 0, or -1 with errno.
  */
-static void write_json(FILE *json, const struct measurement *m, const struct options *opt,
-		       const struct figures *f)
+static int write_json(const char *path, const struct measurement *m,
+		      const struct options *opt, const struct figures *f)
 {
+	FILE *json = strcmp(path, "-") ? fopen(path, "w") : stdout;
 	const struct worker *w;
-	int i;
+	int i, ret;
+
+	if (!json)
+		return -1;
 
 	fprintf(json, "{\"payload\": %d, \"batch\": %d, \"seconds\": %.3f, ",
 		opt->payload, opt->batch, m->all.secs);
@@ -715,8 +774,10 @@ static void write_json(FILE *json, const struct measurement *m, const struct opt
 			(unsigned long long)w->measured);
 	}
 	fprintf(json, "]}\n");
-	if (json != stdout)
-		fclose(json);
+	ret = fflush(json) || ferror(json) ? -1 : 0;
+	if (json != stdout && fclose(json))
+		ret = -1;
+	return ret;
 }
 
 int main(int argc, char **argv)
@@ -725,21 +786,11 @@ int main(int argc, char **argv)
 	struct measurement m = { .one.w = one, .all.w = all };
 	struct options opt;
 	struct figures f;
-	FILE *json = NULL;
 	int ret;
 
 	ret = parse(argc, argv, &opt);
 	if (ret)
 		return ret < 0 ? KSFT_FAIL : KSFT_PASS;
-	/* A record that cannot be written is a usage error too: before measuring. */
-	if (opt.json) {
-		json = strcmp(opt.json, "-") ? fopen(opt.json, "w") : stdout;
-		if (!json) {
-			fprintf(stderr, PROG ": -j %s: cannot write it: %s\n", opt.json,
-				strerror(errno));
-			return KSFT_FAIL;
-		}
-	}
 	ksft_print_header();
 	if (unshare(CLONE_NEWNET)) {
 		ksft_exit_skip("no privileges for a network namespace: %s\n", strerror(errno));
@@ -749,10 +800,11 @@ int main(int argc, char **argv)
 		ksft_exit_fail_msg("cannot bring lo up: %s\n", strerror(errno));
 	ksft_set_plan(3);
 	if (measure(&opt, &m))
-		ksft_exit_fail_msg("RTM_GETLINK gave no IFLA_STATS64 for lo\n");
+		ksft_exit_fail_msg("RTM_GETLINK gave no usable IFLA_STATS64 for lo\n");
 	check(&m, &f);
 	report(&opt, &m, &f);
-	if (json)
-		write_json(json, &m, &opt, &f);
+	if (opt.json && write_json(opt.json, &m, &opt, &f))
+		ksft_exit_fail_msg("-j %s: cannot write the record: %s\n", opt.json,
+				   strerror(errno));
 	ksft_finished();
 }

@@ -6,14 +6,16 @@ directory against a cached kernel tree's tools/testing/selftests (skipped
 when there is none). A bad option must be refused on one line of stderr
 that names the option and its value, with exit 1 (KSFT_FAIL), before any
 measurement: fast, and with no KTAP result lines. The faults (a thread
-that cannot start, a CPU that sends nothing) are injected with an
-LD_PRELOAD shim, and the runs need a network namespace: root.
+that cannot start, a CPU that sends nothing, no index for lo) are injected
+with an LD_PRELOAD shim, and the runs need a network namespace: root. A
+harness built from lo_counters.c feeds its rtnetlink reader crafted replies.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import shutil
 import struct
@@ -35,11 +37,13 @@ FAST = 2.0
 SHORT = ['-d', '0.2', '-w', '0.1']
 
 # Fails the Nth pthread_create() ($SHIM_FAIL_CREATE) with EAGAIN; makes
-# sendmmsg() send nothing on CPU $SHIM_MUTE_CPU (-1: on every CPU).
+# sendmmsg() send nothing on CPU $SHIM_MUTE_CPU (-1: on every CPU); with
+# $SHIM_NO_IFINDEX, if_nametoindex() finds no interface.
 SHIM = r'''
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <net/if.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -47,6 +51,7 @@ SHIM = r'''
 
 typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 typedef int (*sendmmsg_fn)(int, struct mmsghdr *, unsigned int, int);
+typedef unsigned int (*nametoindex_fn)(const char *);
 
 static int calls;
 
@@ -71,6 +76,112 @@ int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 	}
 	return real(fd, v, n, flags);
 }
+
+unsigned int if_nametoindex(const char *name)
+{
+	nametoindex_fn real = (nametoindex_fn)dlsym(RTLD_NEXT, "if_nametoindex");
+
+	if (getenv("SHIM_NO_IFINDEX")) {
+		errno = ENODEV;
+		return 0;
+	}
+	return real(name);
+}
+'''
+
+# lo_counters.c's lo_stats(), its main() renamed away, with if_nametoindex()
+# and recv() replaced: lo's index is $HARNESS_INDEX, and the RTM_GETLINK
+# reply an RTM_NEWLINK whose IFLA_STATS64 has $HARNESS_STATS bytes of a
+# struct rtnl_link_stats64 with rx 7, tx 5, rx_dropped 2 (the rest 0xff).
+# It prints lo_stats()'s value, the counters, and the fds it left open.
+HARNESS = r'''
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <linux/if_link.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+static char reply[4096];
+static size_t reply_len;
+
+static unsigned int fake_if_nametoindex(const char *name)
+{
+	(void)name;
+	return atoi(getenv("HARNESS_INDEX"));
+}
+
+static ssize_t fake_recv(int fd, void *buf, size_t len, int flags)
+{
+	(void)fd;
+	(void)flags;
+	if (reply_len > len)
+		reply_len = len;
+	if (reply_len > sizeof(reply))
+		reply_len = sizeof(reply);
+	memcpy(buf, reply, reply_len);
+	return reply_len;
+}
+
+#define if_nametoindex fake_if_nametoindex
+#define recv fake_recv
+#define main lo_counters_main
+#include "lo_counters.c"
+#undef main
+
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = -1;	/* the directory's own */
+
+	if (!d)
+		exit(2);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+int main(void)
+{
+	size_t size = atoi(getenv("HARNESS_STATS"));
+	struct rtnl_link_stats64 st;
+	struct lo_count c = { 0 };
+	struct nlmsghdr *nh = (struct nlmsghdr *)reply;
+	struct ifinfomsg *ifi = NLMSG_DATA(nh);
+	struct rtattr *rta = IFLA_RTA(ifi);
+	int fds, ret;
+
+	memset(reply, 0xff, sizeof(reply));
+	memset(&st, 0xff, sizeof(st));
+	st.rx_packets = 7;
+	st.tx_packets = 5;
+	st.rx_dropped = 2;
+	memset(ifi, 0, sizeof(*ifi));
+	ifi->ifi_family = AF_UNSPEC;
+	ifi->ifi_index = 1;
+	rta->rta_type = IFLA_STATS64;
+	rta->rta_len = RTA_LENGTH(size);
+	memcpy(RTA_DATA(rta), &st, size < sizeof(st) ? size : sizeof(st));
+	nh->nlmsg_type = RTM_NEWLINK;
+	nh->nlmsg_flags = 0;
+	nh->nlmsg_seq = 0;
+	nh->nlmsg_pid = 0;
+	nh->nlmsg_len = NLMSG_LENGTH(sizeof(*ifi)) + RTA_ALIGN(rta->rta_len);
+	reply_len = nh->nlmsg_len;
+
+	fds = open_fds();
+	ret = lo_stats(&c);
+	printf("ret %d rx %llu tx %llu dropped %llu leaked %d\n", ret,
+	       (unsigned long long)c.rx, (unsigned long long)c.tx,
+	       (unsigned long long)c.dropped, open_fds() - fds);
+	return 0;
+}
 '''
 
 
@@ -85,10 +196,11 @@ def ksft_dir() -> Path:
 
 
 class Built:
-    """The selftest and the shim, built once for the module."""
+    """The selftest, the shim and the harness, built once for the module."""
     tmp: tempfile.TemporaryDirectory[str] | None = None
     binary = Path()
     shim = Path()
+    harness = Path()
 
 
 def setUpModule() -> None:
@@ -113,6 +225,14 @@ def setUpModule() -> None:
     Built.shim = Path(Built.tmp.name) / 'shim.so'
     subprocess.run(['cc', '-O2', '-Wall', '-Wextra', '-Werror', '-shared', '-fPIC', '-o',
                     str(Built.shim), str(src), '-ldl'], check=True)
+    src = build / 'harness.c'        # beside lo_counters.c, which it includes
+    src.write_text(HARNESS)
+    Built.harness = build / 'harness'
+    r = subprocess.run(['cc', '-O2', '-Wall', '-Wextra', '-Werror', '-iquote', f'{ksft}/net',
+                        '-o', str(Built.harness), str(src), '-lpthread', '-lm'],
+                       capture_output=True, text=True)
+    if r.returncode:
+        raise AssertionError(f'the harness does not build:\n{r.stdout}{r.stderr}')
 
 
 def tearDownModule() -> None:
@@ -121,10 +241,12 @@ def tearDownModule() -> None:
 
 
 class Run:
-    def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
+    def __init__(self, args: list[str], env: dict[str, str] | None = None,
+                 wrap: list[str] | None = None, binary: Path | None = None) -> None:
         start = time.monotonic()
-        r = subprocess.run([str(Built.binary), *args], capture_output=True, text=True,
-                           timeout=30, env=dict(os.environ, **(env or {})))
+        r = subprocess.run([*(wrap or []), str(binary or Built.binary), *args],
+                           capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ, **(env or {})))
         self.seconds = time.monotonic() - start
         self.rc = r.returncode
         self.stdout = r.stdout
@@ -203,7 +325,12 @@ class BadOptions(unittest.TestCase):
 
     def test_json_file_that_cannot_be_written(self) -> None:
         self.refused(['-j', '/nonexistent/dir/x.json'],
-                     'lo_counters: -j /nonexistent/dir/x.json: cannot write it')
+                     'lo_counters: -j /nonexistent/dir/x.json: cannot write it: No such file')
+        with tempfile.TemporaryDirectory() as tmp:
+            self.refused(['-j', tmp], f'lo_counters: -j {tmp}: cannot write it: Is a directory')
+            # Refused, not created.
+            self.refused(['-j', f'{tmp}/no/x.json'], f'-j {tmp}/no/x.json: cannot write it')
+            self.assertEqual(os.listdir(tmp), [])
 
     def test_unknown_and_missing(self) -> None:
         for args, message in ((['-x'], 'lo_counters: -x: unknown option'),
@@ -333,10 +460,113 @@ class Faults(unittest.TestCase):
                                        f'ok 3 lo counters rose by exactly the '
                                        f'{self.sent(r)} datagrams sent'], str(r))
 
+    def test_a_run_that_stops_early_leaves_the_record_as_it_was(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            old, new = Path(tmp) / 'old.json', Path(tmp) / 'new.json'
+            old.write_text(OLD_RECORD)
+            for out in (old, new):
+                r = self.run_with(['-t', '1', '-j', str(out)], SHIM_NO_IFINDEX='1')
+                self.assertEqual(r.rc, 1, str(r))
+                self.assertIn('Bail out! RTM_GETLINK gave no', r.stdout, str(r))
+            # The old record as it was; no new one, not even empty.
+            self.assertEqual({p.name: p.read_text() for p in Path(tmp).iterdir()},
+                             {'old.json': OLD_RECORD})
+
     @staticmethod
     def sent(r: Run) -> str:
         m = re.search(r'exactly the (\d+) datagrams', r.stdout)
         return m.group(1) if m else '?'
+
+
+OLD_RECORD = '{"the": "record of an earlier run"}\n'
+
+
+def nobody() -> tuple[list[str], int, int]:
+    """A wrapper that runs a command as user nobody, with its ids (root only)."""
+    if os.geteuid():
+        return [], os.geteuid(), os.getegid()     # unprivileged already
+    if shutil.which('setpriv') is None:
+        raise unittest.SkipTest('no setpriv to run it as nobody')
+    try:
+        pw = pwd.getpwnam('nobody')
+    except KeyError:
+        raise unittest.SkipTest('no user nobody') from None
+    return (['setpriv', f'--reuid={pw.pw_uid}', f'--regid={pw.pw_gid}', '--clear-groups'],
+            pw.pw_uid, pw.pw_gid)
+
+
+class Unprivileged(unittest.TestCase):
+    """With no privileges for a network namespace it skips, and writes no record."""
+
+    def setUp(self) -> None:
+        self.wrap, uid, gid = nobody()
+        tmp = tempfile.TemporaryDirectory(prefix='kloc-lo_counters-')
+        self.addCleanup(tmp.cleanup)
+        top = Path(tmp.name)
+        top.chmod(0o755)
+        self.binary = top / 'lo_counters'
+        shutil.copy2(Built.binary, self.binary)
+        self.out = top / 'out'              # nobody's, with a record nobody may write
+        self.out.mkdir()
+        self.old = self.out / 'old.json'
+        self.old.write_text(OLD_RECORD)
+        for path in (self.out, self.old):
+            os.chown(path, uid, gid)
+
+    def run_it(self, args: list[str]) -> Run:
+        return Run([*SHORT, *args], wrap=self.wrap, binary=self.binary)
+
+    def test_a_skipped_run_leaves_the_record_as_it_was(self) -> None:
+        for out in (self.old, self.out / 'new.json'):
+            r = self.run_it(['-j', str(out)])
+            if r.rc != 4:
+                self.skipTest(f'it did not skip unprivileged: {r}')
+            self.assertIn('# SKIP no privileges for a network namespace', r.stdout, str(r))
+        # The old record as it was; no new one, not even empty.
+        self.assertEqual({p.name: p.read_text() for p in self.out.iterdir()},
+                         {'old.json': OLD_RECORD})
+
+    def test_a_record_it_may_not_write_is_refused(self) -> None:
+        if not self.wrap:
+            self.skipTest('needs root, to run as nobody')
+        os.chown(self.old, 0, 0)
+        r = self.run_it(['-j', str(self.old)])
+        self.assertEqual(r.rc, 1, str(r))
+        self.assertEqual(r.stderr, f'lo_counters: -j {self.old}: cannot write it: '
+                         'Permission denied\n', str(r))
+        self.assertEqual(self.old.read_text(), OLD_RECORD)
+
+
+class StatsReader(unittest.TestCase):
+    """lo_stats(), the RTM_GETLINK reader, on crafted replies (the harness)."""
+
+    def read(self, index: int, stats: int) -> dict[str, int]:
+        r = subprocess.run([str(Built.harness)], capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ, HARNESS_INDEX=str(index),
+                                    HARNESS_STATS=str(stats)))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        words = r.stdout.split()
+        return {k: int(v) for k, v in zip(words[::2], words[1::2])}
+
+    def test_no_index_for_lo_leaks_no_fd(self) -> None:
+        got = self.read(0, 200)
+        self.assertEqual(got['ret'], -1, got)
+        self.assertEqual(got['leaked'], 0, got)
+
+    def test_the_counters_are_read(self) -> None:
+        # 184 bytes: the struct as 2.6.35 made it; a newer one only grows.
+        for size in (184, 200, 256):
+            with self.subTest(size=size):
+                self.assertEqual(self.read(1, size), {'ret': 0, 'rx': 7, 'tx': 5,
+                                                      'dropped': 2, 'leaked': 0})
+
+    def test_a_short_stats64_is_refused(self) -> None:
+        # 48 bytes end before rx_dropped, which lo_stats() reads.
+        for size in (0, 8, 48, 55):
+            with self.subTest(size=size):
+                got = self.read(1, size)
+                self.assertEqual(got['ret'], -1, got)
+                self.assertEqual(got['leaked'], 0, got)
 
 
 class Markers(unittest.TestCase):
