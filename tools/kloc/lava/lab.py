@@ -134,7 +134,7 @@ def _definitions(plan: interleave.AbPlan, lab: Lab) -> dict[str, str]:
 
 
 def key(plan: interleave.AbPlan, lab: Lab) -> dict[str, str]:
-    return dict(plan.key, runner=f'LAVA {lab.server.url}')
+    return dict(plan.key, runner=f'LAVA {lab.server.shown}')
 
 
 def _fold(plan: interleave.AbPlan, lab: Lab, store: Store, sub: Submitted,
@@ -166,7 +166,7 @@ def run(plan: interleave.AbPlan, lab: Lab) -> Store:
         raise LabError(f'{plan.runs} runs a side: a comparison needs at least 2')
     store = open_store(plan.out / 'runs.jsonl', key(plan, lab))
     ledger, digest = plan.out / LEDGER, key_digest(store.key)
-    progress.say(f'LAVA lab {lab.server.url} (LAVA {remote.version(lab.server)}): '
+    progress.say(f'LAVA lab {lab.server.shown} (LAVA {remote.version(lab.server)}): '
                  f'{plan.runs} runs a side as jobs')
     definitions = _definitions(plan, lab)
     labels = {'a': plan.a.label, 'b': plan.b.label}
