@@ -8,6 +8,12 @@
 # (with docs/devel/tcg-plugins.rst, the API reference, beside it); every
 # later call only compares versions.
 #
+# kloc runs as root, so only a header in a cache that is the user's alone is
+# used: the cache, qemu-src/, qemu-src/<version>/ and the files in it must be
+# real folders and files (not symlinks) owned by the user and writable by no
+# one else, and no folder above the cache may let others replace it (writable
+# by others without the sticky bit); anything else is refused, with the fix.
+#
 # Usage: get-header.sh [--add-deb-src]
 #   --add-deb-src  as root, when apt knows no qemu source of that version, add
 #                  /etc/apt/sources.list.d/kloc-src.sources (deb-src for the
@@ -15,7 +21,9 @@
 
 set -euo pipefail
 
-cache=${KLOC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kloc}/qemu-src
+# As tools/kloc/paths.py resolves it.
+root=$(realpath -m -- "${KLOC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kloc}")
+cache=$root/qemu-src
 add_src=0
 case "${1:-}" in
 --add-deb-src) add_src=1 ;;
@@ -30,6 +38,53 @@ die() {
 	echo "get-header.sh: $*" >&2
 	exit 1
 }
+
+me=$(id -u)
+fix="kloc uses only a cache that is yours alone: chown -R $(id -un) $root &&"
+fix="$fix chmod -R go-w $root, or point KLOC_CACHE at a folder of your own"
+
+# trusted PATH KIND: PATH, if it exists, is a KIND (folder or file) of the
+# user's that nobody else can write; else refuse, naming it and the fix.
+trusted() {
+	local p=$1 kind=$2 uid mode type owner
+	if [ ! -e "$p" ] && [ ! -L "$p" ]; then
+		return 0
+	fi
+	if [ -L "$p" ]; then
+		die "$p is a symlink (to $(readlink -- "$p")) where kloc keeps a $kind of its" \
+			"cache: refused; remove it (rm $p) if you did not make it, or point" \
+			"KLOC_CACHE at a folder of your own"
+	fi
+	IFS=: read -r uid mode type < <(stat -c '%u:%a:%F' -- "$p")
+	case "$kind:$type" in
+	folder:directory | file:regular\ file | file:regular\ empty\ file) ;;
+	*) die "$p is a $type where kloc keeps a $kind of its cache: refused; move it" \
+		"away, or point KLOC_CACHE at a folder of your own" ;;
+	esac
+	if [ "$uid" != "$me" ]; then
+		owner=$(id -nu "$uid" 2>/dev/null || echo "uid $uid")
+		die "$p belongs to $owner, not to you ($(id -un)): refused; $fix"
+	fi
+	if (((8#$mode & 8#022) != 0)); then
+		die "$p is writable by other users (mode $mode): refused; $fix"
+	fi
+}
+
+# No folder above the cache lets other users put another cache in its place.
+p=$root
+while [ "$p" != / ]; do
+	p=$(dirname -- "$p")
+	if [ -e "$p" ]; then
+		mode=$(stat -c '%a' -- "$p")
+		if (((8#$mode & 8#022) != 0 && (8#$mode & 8#1000) == 0)); then
+			die "$p, a folder above the cache $root, is writable by other users (mode" \
+				"$mode, no sticky bit): refused; chmod go-w $p (or +t), or point" \
+				"KLOC_CACHE at a folder of your own"
+		fi
+	fi
+done
+trusted "$root" folder
+trusted "$cache" folder
 
 # The source version of the installed qemu-system-* packages; all must agree.
 installed=()
@@ -51,6 +106,10 @@ done
 	"(make deps installs them)"
 
 dir="$cache/${version//:/_}"
+trusted "$dir" folder
+for f in qemu-plugin.h source-version tcg-plugins.rst; do
+	trusted "$dir/$f" file
+done
 if [ -f "$dir/qemu-plugin.h" ] && [ "$(cat "$dir/source-version" 2>/dev/null)" = "$version" ]; then
 	echo "$dir"
 	exit 0
@@ -107,26 +166,49 @@ if ! known_versions | grep -qxF "$version"; then
 		"(run by make deps) does both."
 fi
 
-mkdir -p "$cache"
+# A missing cache is made for the user alone (mode 0700), as kloc makes it.
+if [ ! -e "$root" ]; then
+	mkdir -p -- "$(dirname -- "$root")"
+	mkdir -m 0700 -- "$root" 2>/dev/null || [ -d "$root" ]
+fi
+mkdir -m 0700 -- "$cache" 2>/dev/null || [ -d "$cache" ]
+trusted "$root" folder
+trusted "$cache" folder
 tmp=$(mktemp -d "$cache/.get-header.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 if ! (cd "$tmp" && apt-get source -q --download-only "qemu=$version") >"$tmp/apt.log" 2>&1; then
 	die "apt-get source --download-only qemu=$version failed:" \
 		"$(tail -n 5 "$tmp/apt.log")"
 fi
-orig=$(find "$tmp" -maxdepth 1 -name 'qemu_*.orig.tar.*' ! -name '*.asc' | head -n 1)
-debian=$(find "$tmp" -maxdepth 1 -name 'qemu_*.debian.tar.*' | head -n 1)
+# The files of exactly this version, by name (Debian's: qemu_UPSTREAM.orig.tar.*,
+# qemu_VERSION.debian.tar.*, qemu_VERSION.dsc, VERSION without its epoch).
+noepoch=${version#*:}
+upstream=${noepoch%-*}
+orig='' debian=''
+for z in xz gz bz2; do
+	if [ -f "$tmp/qemu_$upstream.orig.tar.$z" ]; then orig=$tmp/qemu_$upstream.orig.tar.$z; fi
+	if [ -f "$tmp/qemu_$noepoch.debian.tar.$z" ]; then debian=$tmp/qemu_$noepoch.debian.tar.$z; fi
+done
+dsc=$tmp/qemu_$noepoch.dsc
 if [ -z "$orig" ] || [ -z "$debian" ]; then
-	die "apt-get source gave no orig and debian tarballs in $tmp"
+	die "apt-get source gave no qemu_$upstream.orig.tar.* and qemu_$noepoch.debian.tar.*" \
+		"in $tmp"
 fi
+# Extracted as the user's own files, whoever the tarballs say owns them.
 mkdir "$tmp/x"
-tar -xf "$orig" -C "$tmp/x" --wildcards --no-anchored \
-	'include/qemu/qemu-plugin.h' 'docs/devel/tcg-plugins.rst'
-tar -xf "$debian" -C "$tmp/x" debian/patches
-top=$(find "$tmp/x" -mindepth 1 -maxdepth 1 -type d ! -name debian | head -n 1)
-if [ -z "$top" ] || [ ! -f "$top/include/qemu/qemu-plugin.h" ]; then
-	die "$orig has no include/qemu/qemu-plugin.h"
+tar -xf "$orig" --no-same-owner --no-same-permissions -C "$tmp/x" --wildcards \
+	--no-anchored 'include/qemu/qemu-plugin.h' 'docs/devel/tcg-plugins.rst'
+tar -xf "$debian" --no-same-owner --no-same-permissions -C "$tmp/x" debian/patches
+tops=()
+for d in "$tmp"/x/*/; do
+	d=${d%/}
+	if [ "$d" != "$tmp/x/debian" ] && [ ! -L "$d" ]; then tops+=("$d"); fi
+done
+if [ ${#tops[@]} -ne 1 ] || [ ! -f "${tops[0]}/include/qemu/qemu-plugin.h" ] ||
+	[ -L "${tops[0]}/include/qemu/qemu-plugin.h" ]; then
+	die "$orig has no single top folder with include/qemu/qemu-plugin.h"
 fi
+top=${tops[0]}
 # Debian's patches may change the header: then unpack the whole source.
 touching=()
 if [ -f "$tmp/x/debian/patches/series" ]; then
@@ -139,7 +221,7 @@ if [ -f "$tmp/x/debian/patches/series" ]; then
 fi
 if [ ${#touching[@]} -gt 0 ]; then
 	echo "get-header.sh: Debian's ${touching[*]} change qemu-plugin.h: unpacking the source" >&2
-	dsc=$(find "$tmp" -maxdepth 1 -name 'qemu_*.dsc' | head -n 1)
+	[ -f "$dsc" ] || die "apt-get source gave no $(basename -- "$dsc") in $tmp"
 	(cd "$tmp" && dpkg-source -q -x "$dsc" src >/dev/null 2>"$tmp/dpkg-source.log") ||
 		die "dpkg-source -x $dsc failed: $(tail -n 5 "$tmp/dpkg-source.log")"
 	top=$tmp/src

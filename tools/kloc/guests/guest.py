@@ -27,6 +27,7 @@ from kloc.atomicfile import write_bytes, write_text
 from kloc.qemu.topology import Topology, accel_args
 from kloc.kunit.runner import build_env
 from kloc.paths import PACKAGE_ROOT, cache_dir
+from kloc.trees import archive
 from kloc.trees.sources import Tree
 from kloc.procs import disk_full_hint, run_logged, tail
 from kloc.version import KernelVersion
@@ -213,7 +214,7 @@ def busybox(arch: str) -> Path:
             raise GuestError(f'cannot download {pkg}: {r.stderr.strip()}\n'
                              f'{arch} guests need it; as root run: dpkg --add-architecture '
                              f'{arches.get(arch).debian} && apt-get update (make deps does this)')
-        subprocess.run(['dpkg-deb', '-x', str(debs[0]), f'{tmp}/x'], check=True)
+        archive.unpack_deb(debs[0], Path(f'{tmp}/x'))
         write_bytes(dest, Path(f'{tmp}/x/bin/busybox').read_bytes(), mode=0o755)
     progress.say(f'unpacked {pkg} into {dest}')
     return dest

@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from kloc import filelock, progress
+from kloc.trees import archive
 from kloc.errors import KlocError
 
 DISPATCHER = 'lava-dispatcher'
@@ -84,7 +85,7 @@ def _download(version: str, dest: Path) -> None:
                               'renders the device dictionary. Check the apt sources, or '
                               f'unpack the package into {dest} by hand (dpkg-deb -x)')
         unpacked = Path(tmp) / 'x'
-        subprocess.run(['dpkg-deb', '-x', str(debs[0]), str(unpacked)], check=True)
+        archive.unpack_deb(debs[0], unpacked)
         if not (unpacked / TEMPLATES / DEVICE_TYPE_TEMPLATE).is_file():
             raise DeviceError(f'{debs[0].name} has no {TEMPLATES / DEVICE_TYPE_TEMPLATE}')
         shutil.rmtree(dest, ignore_errors=True)

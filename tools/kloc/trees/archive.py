@@ -6,7 +6,8 @@ stable release the machine runs. They are fetched without changing the
 system: a private apt configuration under $KLOC_CACHE/apt/<suite>/ (its
 own sources list, lists and archive cache; apt reads no other sources and
 no dpkg status), `apt-get update` and `apt-get download` with it, then
-`dpkg-deb -x` of the package into $KLOC_CACHE/debian/<package>_<version>/.
+the package's files (dpkg-deb --fsys-tarfile, untarred keeping no owner,
+no setuid bit) into $KLOC_CACHE/debian/<package>_<version>/.
 Nothing is installed, pinned or added to /etc/apt; the tarball is that
 directory's usr/src/linux-source-X.Y.tar.xz, as linux-source-X.Y installs
 it. The archive's keyring checks the lists, as for the system's apt.
@@ -17,13 +18,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
-from kloc import filelock, progress
+from kloc import filelock, paths, progress
 from kloc.errors import KlocError
 from kloc.version import KernelVersion
 
@@ -31,6 +33,10 @@ MIRROR = 'http://deb.debian.org/debian'
 KEYRING = Path('/usr/share/keyrings/debian-archive-keyring.gpg')
 SUITES = ('sid', 'experimental')
 SOURCE = re.compile(r'^linux-source-(\d+\.\d+)$')
+# Every tar -x of kloc: files are the user's, with the user's umask, whoever
+# the archive says owns them and whatever modes it gives (root's tar would keep
+# both, setuid bits included).
+TAR_SAFE = ('--no-same-owner', '--no-same-permissions')
 
 
 class ArchiveError(KlocError):
@@ -62,7 +68,7 @@ class Archive:
         apt-get takes its own lock on the lists and fails, rather than waits,
         when another kloc command (or tool test) is updating the same suite.
         """
-        return filelock.exclusive(self.root / '.lock')
+        return filelock.exclusive(paths.cache_subdir(self.cache, 'apt', self.suite) / '.lock')
 
     def configure(self) -> None:
         for d in ('lists/partial', 'cache/archives/partial'):
@@ -133,7 +139,12 @@ def cached_source(cache: Path, series: str) -> Path | None:
     """The tarball of linux-source-<series> fetch_source() unpacked, if it did."""
     package = f'linux-source-{series}'
     have = sorted((cache / 'debian').glob(f'{package}_*/usr/src/{package}.tar.xz'))
-    return have[-1] if have else None
+    if not have:
+        return None
+    # extracted as root: only from folders and a file of the user's alone
+    rel = have[-1].relative_to(cache / 'debian')
+    paths.trusted_file(paths.cache_subdir(cache, 'debian', *rel.parts[:-1]) / rel.name)
+    return have[-1]
 
 
 def fetch_source(cache: Path, series: str, suite: str) -> Path:
@@ -142,7 +153,7 @@ def fetch_source(cache: Path, series: str, suite: str) -> Path:
     a = Archive(suite, cache)
     package = f'linux-source-{series}'
     base = cache / 'debian'
-    with filelock.exclusive(base / '.lock'):
+    with filelock.exclusive(paths.cache_subdir(cache, 'debian') / '.lock'):
         have = cached_source(cache, series)
         if have:
             return have
@@ -159,7 +170,7 @@ def fetch_source(cache: Path, series: str, suite: str) -> Path:
             if len(debs) != 1:
                 raise ArchiveError(f'apt-get download of {package} gave {len(debs)} files')
             unpacked = Path(tmp) / 'x'
-            subprocess.run(['dpkg-deb', '-x', str(debs[0]), str(unpacked)], check=True)
+            unpack_deb(debs[0], unpacked)
             tarball = unpacked / 'usr' / 'src' / f'{package}.tar.xz'
             if not tarball.is_file():
                 raise ArchiveError(f'{debs[0].name} holds no usr/src/{package}.tar.xz')
@@ -167,3 +178,42 @@ def fetch_source(cache: Path, series: str, suite: str) -> Path:
             shutil.rmtree(dest, ignore_errors=True)
             unpacked.rename(dest)
         return dest / 'usr' / 'src' / f'{package}.tar.xz'
+
+
+def drop_setid(root: Path) -> None:
+    """Clear setuid and setgid bits, and group and other write, under root (symlinks are
+    left alone): what kloc extracted is the user's files, nothing more."""
+    todo = [root]
+    while todo:
+        d = todo.pop()
+        with os.scandir(d) as it:
+            for e in it:
+                if e.is_symlink():
+                    continue
+                mode = e.stat(follow_symlinks=False).st_mode
+                if mode & 0o6022:
+                    os.chmod(e.path, stat.S_IMODE(mode) & ~0o6022)
+                if e.is_dir(follow_symlinks=False):
+                    todo.append(Path(e.path))
+
+
+def unpack_deb(deb: Path, dest: Path) -> None:
+    """A .deb's files into dest, like dpkg-deb -x but keeping no owner, no setuid bit
+    (dpkg-deb -x run by root keeps the package's owners and modes)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        feed = subprocess.Popen(['dpkg-deb', '--fsys-tarfile', str(deb)],
+                                stdout=subprocess.PIPE)
+    except FileNotFoundError:
+        raise ArchiveError(f'dpkg-deb is missing: unpacking {deb.name} needs Debian\'s '
+                           'dpkg') from None
+    assert feed.stdout is not None
+    with feed:
+        untar = subprocess.run(['tar', '-x', *TAR_SAFE, '-f', '-', '-C', str(dest)],
+                               stdin=feed.stdout)
+        feed.stdout.close()
+    if feed.returncode or untar.returncode:
+        raise ArchiveError(f'unpacking {deb} into {dest} failed (dpkg-deb --fsys-tarfile '
+                           f'exited {feed.returncode}, tar {untar.returncode}); check the '
+                           'disk space (df -h), then run the same command again')
+    drop_setid(dest)

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kloc import filelock, progress
+from kloc import filelock, paths, progress
 from kloc.series import changes, install
 from kloc.trees import archive, kernels
 from kloc.paths import cache_dir
@@ -111,8 +111,9 @@ def _from_tarball(kernel: str, files: list[str]) -> dict[str, bytes | None]:
     """Some files as the tarball has them (one pass over it)."""
     tarball = tarball_path(kernel)
     with tempfile.TemporaryDirectory(prefix='kloc-orig-') as tmp:
-        subprocess.run(['tar', '-xJf', str(tarball), '-C', tmp, '--strip-components=1',
-                        '--ignore-failed-read', *[f'linux-source-{kernel}/{f}' for f in files]],
+        subprocess.run(['tar', '-xJf', str(tarball), *archive.TAR_SAFE, '-C', tmp,
+                        '--strip-components=1', '--ignore-failed-read',
+                        *[f'linux-source-{kernel}/{f}' for f in files]],
                        capture_output=True)
         return {f: (Path(tmp) / f).read_bytes() if (Path(tmp) / f).is_file() else None
                 for f in files}
@@ -250,6 +251,7 @@ def debian_tree(kernel: str, cache: Path) -> Tree:
     src = cache / 'trees' / f'linux-{kernel}'
     dest = src / 'src'
     want = _stamp_for(tarball)
+    paths.cache_subdir(cache, 'trees', src.name)    # the user's alone, or refused
     with filelock.exclusive(src / '.lock'):
         _clean_leftovers(src)
         if dest.exists():
@@ -280,8 +282,9 @@ def _extract(tarball: Path, kernel: str, src: Path, want: dict[str, object]) -> 
     progress.say(f'extracting {tarball} into {src / "src"}')
     done = False
     try:
-        subprocess.run(['tar', '-xJf', str(tarball), '-C', str(tmp), '--strip-components=1'],
-                       check=True)
+        subprocess.run(['tar', '-xJf', str(tarball), *archive.TAR_SAFE, '-C', str(tmp),
+                        '--strip-components=1'], check=True)
+        archive.drop_setid(tmp)
         version = check_tree(tmp)
         if version.series != kernel:
             raise TreeError(f'{tarball} holds Linux {version}, not {kernel}')
@@ -306,8 +309,9 @@ def _upgrade_stamp(dest: Path, tarball: Path, kernel: str, want: dict[str, objec
     progress.say(f'{dest}: checking its content against {tarball} (once)')
     with tempfile.TemporaryDirectory(prefix='kloc-stamp-') as tmp:
         top = f'linux-source-{kernel}'       # Debian's tarballs have this top directory
-        subprocess.run(['tar', '-xJf', str(tarball), '-C', tmp, '--strip-components=1',
-                        '--ignore-failed-read', *[f'{top}/{f}' for f in files]],
+        subprocess.run(['tar', '-xJf', str(tarball), *archive.TAR_SAFE, '-C', tmp,
+                        '--strip-components=1', '--ignore-failed-read',
+                        *[f'{top}/{f}' for f in files]],
                        capture_output=True)
         hashes = _hashes(Path(tmp), files)
     bad = _damage(dest, version, hashes)
