@@ -9,6 +9,8 @@ lost a saved original, is recovered from the series.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -100,8 +102,26 @@ class HandEditTest(Base):
         self.assertEqual(install.install(self.root, self.version, SERIES), [])
         self.assertTrue((self.root / SUITE).read_text().endswith('/* mine */\n'))
 
-    def test_an_edit_that_drops_the_hooks_is_refused_then_forced(self) -> None:
+    def older_package(self) -> None:
+        """Make the tree look installed by another version of the package: its driver's
+        installed hash is not what this series installs, so install has work to do."""
+        m = self.root / '.kloc/manifest.json'
+        doc = json.loads(m.read_text())
+        doc['files'][DRIVER]['installed'] = hashlib.sha256(b'an older series').hexdigest()
+        m.write_text(json.dumps(doc, indent=1, sort_keys=True) + '\n')
+
+    def test_an_edit_that_drops_the_hooks_is_tested_as_it_is(self) -> None:
+        # Issue 22, item 0: the package is installed as it is now, so there is
+        # nothing to install, and the edit, on the package's own line too, is tested.
         edited = self.edit(DRIVER, '#include "tests/irq-gic-v3-its_kunit.c"', '')
+        before = snapshot(self.root)
+        self.assertEqual(install.install(self.root, self.version, SERIES), [])
+        self.assertEqual(snapshot(self.root), before)
+        self.assertEqual((self.root / DRIVER).read_text(), edited)
+
+    def test_an_edit_a_new_series_would_overwrite_is_refused_then_forced(self) -> None:
+        edited = self.edit(DRIVER, '#include "tests/irq-gic-v3-its_kunit.c"', '')
+        self.older_package()
         before = snapshot(self.root)
         with self.assertRaises(install.EditedFilesError) as cm:
             install.install(self.root, self.version, SERIES)
@@ -133,6 +153,7 @@ class HandEditTest(Base):
 
     def test_cli_names_the_file_and_exits_2(self) -> None:
         self.edit(DRIVER, '#include "tests/irq-gic-v3-its_kunit.c"', '')
+        self.older_package()
         for cmd in ('install', 'uninstall'):
             r = cli(cmd, '--kdir', str(self.root))
             self.assertEqual(r.returncode, 2, r.stderr)

@@ -9,6 +9,7 @@ keeps its state under .kloc/:
   orig/<path>     the originals, so uninstall restores them byte for byte
   journal.json    while an install or uninstall runs: what it is about to
   journal/<path>  change, and each file as it was before
+  lock            while a command writes the tree (treelock.py)
 
 The journal is written (and flushed) before the first write to the tree, so
 a run that is killed or fails half-way is rolled back by the next command,
@@ -18,6 +19,12 @@ restored without FORCE, and where the package's changes are still in it,
 it is left as it is and the tests run on it. A tree whose .kloc/ is gone,
 or a missing saved original, is recovered from the series itself: the
 hooks are reversed and the result is checked by applying them again.
+
+What .kloc/ holds is untrusted: state.py checks every document in full, and
+every path in it, before anything is written (a path outside the tree, or
+that the series does not manage, is damage). Every command that writes the
+tree holds its lock (treelock.py) from before it reads the state until its
+last write; a second one waits.
 """
 
 from __future__ import annotations
@@ -25,7 +32,6 @@ from __future__ import annotations
 import difflib
 import errno
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -37,20 +43,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kloc import progress
+from kloc.series import state as st, treelock
 from kloc.series.patching import Contents, HunkError, apply_patch, touched_files
-from kloc.errors import KlocError
 from kloc.series.changes import Change, SeriesError
+from kloc.series.state import FORCE_HINT as FORCE_HINT, JOURNAL as JOURNAL, \
+    MANIFEST as MANIFEST, STATE_DIR as STATE_DIR, DamagedStateError as DamagedStateError, \
+    InstallError as InstallError, Manifest as Manifest, Record as Record
 from kloc.version import KernelVersion
-
-STATE_DIR = '.kloc'
-MANIFEST = 'manifest.json'
-JOURNAL = 'journal.json'
-FORMAT = 2
-FORCE_HINT = 'FORCE=1'
-
-
-class InstallError(KlocError):
-    """The series cannot be installed into (or removed from) this tree as it is."""
 
 
 class EditedFilesError(InstallError):
@@ -97,66 +96,12 @@ def sha(data: bytes | None) -> str | None:
     return None if data is None else hashlib.sha256(data).hexdigest()
 
 
-@dataclass(frozen=True)
-class Record:
-    """One managed file: its original and its installed content, by hash."""
-    original: str | None        # None: the tree did not have the file
-    installed: str | None       # None: not known (a manifest of format 1)
-    mode: int | None = None     # the original's mode
+def read_manifest(tree: Path, series: list[Change] | None = None) -> Manifest | None:
+    """The tree's manifest, checked in full (see state.py); None if there is none.
 
-
-@dataclass
-class Manifest:
-    version: str
-    series: list[str]
-    files: dict[str, Record]
-
-    def to_json(self) -> str:
-        doc = {'format': FORMAT, 'version': self.version, 'series': self.series,
-               'files': {rel: {'original': r.original, 'installed': r.installed,
-                               'mode': r.mode} for rel, r in sorted(self.files.items())}}
-        return json.dumps(doc, indent=1, sort_keys=True) + '\n'
-
-
-def _damaged(path: Path, why: str) -> InstallError:
-    return InstallError(f'{path} is damaged ({why}); run the same command with '
-                        f'{FORCE_HINT} to rebuild it from the tree and the series')
-
-
-def _parse_manifest(path: Path, text: str) -> Manifest:
-    try:
-        doc = json.loads(text)
-    except ValueError as e:
-        raise _damaged(path, f'not JSON: {e}') from None
-    if not isinstance(doc, dict) or not isinstance(doc.get('files'), dict):
-        raise _damaged(path, 'no "files" object')
-    files: dict[str, Record] = {}
-    for rel, v in doc['files'].items():
-        if isinstance(v, bool):             # format 1: rel -> had an original
-            orig = path.parent / 'orig' / rel
-            files[rel] = Record(sha(orig.read_bytes()) if v and orig.is_file() else
-                                ('?' if v else None), None)
-        elif isinstance(v, dict) and all(isinstance(v.get(k), (str, type(None)))
-                                         for k in ('original', 'installed')):
-            mode = v.get('mode')
-            files[rel] = Record(v.get('original'), v.get('installed'),
-                                mode if isinstance(mode, int) else None)
-        else:
-            raise _damaged(path, f'bad entry for {rel}')
-    series = doc.get('series', [])
-    return Manifest(str(doc.get('version', '')),
-                    [str(s) for s in series] if isinstance(series, list) else [], files)
-
-
-def read_manifest(tree: Path) -> Manifest | None:
-    path = tree / STATE_DIR / MANIFEST
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return None
-    except UnicodeDecodeError:
-        raise _damaged(path, 'not text') from None
-    return _parse_manifest(path, text)
+    Its files are checked against the series (the package's by default).
+    """
+    return st.load_manifest(tree, st.package_files(series))
 
 
 def _read(tree: Path, rel: str) -> bytes | None:
@@ -166,7 +111,7 @@ def _read(tree: Path, rel: str) -> bytes | None:
 
 def _mode(tree: Path, rel: str) -> int | None:
     try:
-        return os.stat(tree / rel).st_mode & 0o7777
+        return os.stat(tree / rel).st_mode & 0o777
     except FileNotFoundError:
         return None
 
@@ -234,20 +179,23 @@ def _file_patches(text: str) -> dict[str, str]:
     return out
 
 
-def _patch_one(rel: str, diff: str, data: bytes, reverse: bool) -> bytes | None:
-    """Apply (or reverse) one file's diff, strictly; None when it does not apply."""
+def _patch_one(rel: str, diff: str, data: bytes | None,
+               reverse: bool) -> tuple[bool, bytes | None]:
+    """Apply (or reverse) one file's diff, strictly: (whether it applied, the file after
+    it; None: absent, as before a diff that creates it)."""
     with tempfile.TemporaryDirectory(prefix='kloc-rev-') as tmp:
         target = Path(tmp) / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        if data is not None:
+            target.write_bytes(data)
         (Path(tmp) / 'p.diff').write_text(diff)
         proc = subprocess.run(['patch', '-p1', '-F0', '-N', '--batch', '-s',
                                '--no-backup-if-mismatch', '-r', '-', '-d', tmp,
                                '-i', 'p.diff'] + (['-R'] if reverse else []),
                               capture_output=True)
-        if proc.returncode != 0 or not target.exists():
-            return None
-        return target.read_bytes()
+        if proc.returncode != 0:
+            return False, None
+        return True, target.read_bytes() if target.exists() else None
 
 
 def _hooks_for(rel: str, version: KernelVersion, series: list[Change]) -> list[str]:
@@ -281,9 +229,8 @@ def carries_package(rel: str, data: bytes | None, version: KernelVersion,
         return True
     cur: bytes | None = data
     for diff in reversed(_hooks_for(rel, version, series)):
-        assert cur is not None
-        cur = _patch_one(rel, diff, cur, reverse=True)
-        if cur is None:
+        ok, cur = _patch_one(rel, diff, cur, reverse=True)
+        if not ok:
             return False
     return True
 
@@ -302,16 +249,13 @@ def recover_original(rel: str, data: bytes | None, version: KernelVersion,
         return data == added, None
     cur: bytes | None = data
     for diff in reversed(diffs):
-        assert cur is not None
-        cur = _patch_one(rel, diff, cur, reverse=True)
-        if cur is None:
+        ok, cur = _patch_one(rel, diff, cur, reverse=True)
+        if not ok:
             return False, None
-    assert cur is not None
     again: bytes | None = cur
     for diff in diffs:
-        assert again is not None
-        again = _patch_one(rel, diff, again, reverse=False)
-        if again is None:
+        ok, again = _patch_one(rel, diff, again, reverse=False)
+        if not ok:
             return False, None
     return again == data, cur
 
@@ -336,21 +280,27 @@ class InstallPlan:
 PristineFn = Callable[[str], 'bytes | None']
 
 
-def pristine_reader(tree: Path) -> tuple[dict[str, bool], PristineFn]:
+def _saved_original(tree: Path, rel: str, command: str) -> bytes:
+    """The original of rel as .kloc/orig keeps it (checked: state.py)."""
+    orig = tree / STATE_DIR / st.ORIG / rel
+    if not os.path.lexists(orig):
+        raise InstallError(f'{orig} is missing: the saved original of {rel} is gone; run '
+                           f'{command} {FORCE_HINT} to recover it from the series; nothing '
+                           'was written')
+    return st.read_regular(orig, st.manifest_damage(tree / STATE_DIR / MANIFEST))
+
+
+def pristine_reader(tree: Path, series: list[Change] | None = None
+                    ) -> tuple[dict[str, bool], PristineFn]:
     """(managed file -> had an original, reader of the pristine tree)."""
-    m = read_manifest(tree)
+    m = read_manifest(tree, series)
     files = m.files if m else {}
 
     def read(rel: str) -> bytes | None:
         if rel in files:
             if files[rel].original is None:
                 return None
-            orig = tree / STATE_DIR / 'orig' / rel
-            if not orig.is_file():
-                raise InstallError(f'{orig} is missing: the saved original of {rel} is '
-                                   f'gone; run the same command with {FORCE_HINT} to '
-                                   'recover it from the series')
-            return orig.read_bytes()
+            return _saved_original(tree, rel, 'the same command with')
         return _read(tree, rel)
     return {rel: r.original is not None for rel, r in files.items()}, read
 
@@ -397,7 +347,7 @@ def plan_from(read: PristineFn, tree: Path, version: KernelVersion,
 def _refuse_pending_journal(tree: Path) -> None:
     """For the read-only paths: a pending journal is reported, not rolled back."""
     jfile, _ = _journal_paths(tree)
-    if jfile.exists():
+    if os.path.lexists(jfile):
         raise InstallError(f'{tree}: an interrupted install or uninstall left {jfile}; run '
                            'make install or make uninstall on it to roll it back first')
 
@@ -405,7 +355,7 @@ def _refuse_pending_journal(tree: Path) -> None:
 def plan(tree: Path, version: KernelVersion, series: list[Change]) -> InstallPlan:
     """The series applied in memory, starting from the pristine tree; writes nothing."""
     _refuse_pending_journal(tree)
-    _, read = pristine_reader(tree)
+    _, read = pristine_reader(tree, series)
     return plan_from(read, tree, version, series)
 
 
@@ -439,80 +389,106 @@ def _begin(tree: Path, op: str, before: Manifest | None,
     for rel, (old, new, _) in sorted(changes.items()):
         if old is not None:
             _write(jdir / rel, old, _mode(tree, rel))
-        files[rel] = {'before': sha(old), 'after': sha(new), 'mode': _mode(tree, rel)}
-    doc = {'format': FORMAT, 'op': op, 'files': files,
-           'manifest': before.to_json() if before else None}
-    _write(jfile, (json.dumps(doc, indent=1, sort_keys=True) + '\n').encode(), 0o644)
+        files[rel] = st.Entry(sha(old), sha(new), _mode(tree, rel))
+    journal = st.Journal(op, files, before.to_json() if before else None)
+    _write(jfile, journal.to_json().encode(), 0o644)
 
 
 def _end(tree: Path) -> None:
     jfile, jdir = _journal_paths(tree)
-    if jfile.exists():
+    if os.path.lexists(jfile):
         _tick()
         jfile.unlink()
     if jdir.exists():
         shutil.rmtree(jdir)
 
 
-def recover(tree: Path, force: bool = False) -> list[str]:
-    """Roll back an install or uninstall that was interrupted; return the files restored."""
+def _set_aside(tree: Path, save: Path | None, why: str) -> None:
+    """FORCE=1 on damaged state: keep a copy in save, then drop it."""
+    where = ''
+    if save is not None:
+        st.copy_state(tree, save)
+        where = f' (a copy is in {save / STATE_DIR})'
+    progress.say(f'{FORCE_HINT}: {why.split("; run the same command")[0]}; set aside{where}, '
+                 'rebuilding the state from the tree and the series')
+    _tick()
+    st.clear_state(tree)
+
+
+def recover(tree: Path, force: bool = False, save: Path | None = None,
+            series: list[Change] | None = None) -> list[str]:
+    """Roll back an install or uninstall that was interrupted; return the files restored.
+
+    A damaged journal is refused, or with force set aside (a copy in save).
+    """
+    with treelock.held(tree, 'recover'):
+        st.check_tree(tree, st.package_files(series))
+        return _recover(tree, force, save, series)
+
+
+def _recover(tree: Path, force: bool, save: Path | None,
+             series: list[Change] | None) -> list[str]:
     jfile, jdir = _journal_paths(tree)
+    managed = st.package_files(series)
+    try:
+        journal = st.load_journal(tree, managed)
+        olds = {rel: st.saved_copy(tree, rel, e, jfile)
+                for rel, e in (journal.files.items() if journal else ())}
+    except DamagedStateError as e:
+        if not force:
+            raise
+        _set_aside(tree, save, str(e))
+        return []
     for rel_tmp in tree.glob(f'{STATE_DIR}/**/.*.kloc-tmp'):
         rel_tmp.unlink()
-    if not jfile.exists():
+    if journal is None:
         if jdir.exists():                   # killed before the intent was recorded
             shutil.rmtree(jdir)
         return []
     # The journal is there: the run it records wrote to the tree, or was about to.
-    try:
-        doc = json.loads(jfile.read_text())
-        files = doc['files']
-        assert isinstance(files, dict)
-    except (ValueError, KeyError, AssertionError, UnicodeDecodeError):
-        raise _damaged(jfile, 'not a kloc journal') from None
     edited = []
-    for rel, f in sorted(files.items()):
+    for rel, f in sorted(journal.files.items()):
         _tmp_name(tree / rel).unlink(missing_ok=True)
-        cur = sha(_read(tree, rel))
-        if cur not in (f['before'], f['after']):
+        if sha(_read(tree, rel)) not in (f.before, f.after):
             edited.append(rel)
     if edited and not force:
         raise EditedFilesError(
-            f'an interrupted {doc.get("op", "install")} left a journal in {jfile}, but '
-            f'these files changed since: {", ".join(edited)}. Save your edits, then run '
-            f'again with {FORCE_HINT} to roll the tree back to before that run')
+            f'an interrupted {journal.op} left a journal in {jfile}, but these files '
+            f'changed since: {", ".join(edited)}. Save your edits, then run again with '
+            f'{FORCE_HINT} to roll the tree back to before that run')
     restored = []
-    for rel, f in sorted(files.items()):
-        old = None if f['before'] is None else (jdir / rel).read_bytes()
-        if _put(tree, rel, old, f.get('mode') if old is not None else None):
+    for rel, f in sorted(journal.files.items()):
+        old = olds[rel]
+        if _put(tree, rel, old, f.mode if old is not None else None):
             restored.append(rel)
     mpath = tree / STATE_DIR / MANIFEST
-    if doc.get('manifest'):
-        if not mpath.exists() or mpath.read_text() != doc['manifest']:
-            _write(mpath, doc['manifest'].encode(), 0o644)
-    elif mpath.exists():
+    if journal.manifest:
+        cur = mpath.read_bytes() if mpath.is_file() and not mpath.is_symlink() else None
+        if cur != journal.manifest.encode():
+            _write(mpath, journal.manifest.encode(), 0o644)
+    elif os.path.lexists(mpath):
         _tick()
         mpath.unlink()
     _end(tree)
-    _prune(tree)
-    progress.say(f'{tree}: an interrupted {doc.get("op", "install")} was rolled back'
+    _prune(tree, series)
+    progress.say(f'{tree}: an interrupted {journal.op} was rolled back'
                  + (f' ({len(restored)} files restored)' if restored else ''))
     return restored
 
 
-def _prune(tree: Path) -> None:
+def _prune(tree: Path, series: list[Change] | None) -> None:
     """Drop saved originals the manifest does not list; .kloc/ itself if none does."""
     state = tree / STATE_DIR
-    m = read_manifest(tree)
+    m = read_manifest(tree, series)
     if m is None:
-        if state.exists():
+        if st.has_state(tree):
             _tick()
-            shutil.rmtree(state)
+            st.clear_state(tree)
         return
     keep = {rel for rel, r in m.files.items() if r.original is not None}
-    orig = state / 'orig'
+    orig = state / st.ORIG
     for p in sorted(orig.rglob('*')) if orig.exists() else []:
-        if p.is_file() and str(p.relative_to(orig)) not in keep:
+        if p.is_file() and not p.is_symlink() and str(p.relative_to(orig)) not in keep:
             _tick()
             p.unlink()
 
@@ -556,34 +532,37 @@ def reconstruct(tree: Path, version: KernelVersion,
 def rebuild_manifest(tree: Path, version: KernelVersion, series: list[Change],
                      save: Path | None = None) -> Manifest | None:
     """reconstruct(), and write the result to .kloc/ (the old state goes to save)."""
-    m, origs = reconstruct(tree, version, series)
-    if m is None:
-        return None
-    state = tree / STATE_DIR
-    if state.exists():
-        if save is not None:
-            shutil.copytree(state, save / STATE_DIR, dirs_exist_ok=True)
-        shutil.rmtree(state)
-    for rel, orig in origs.items():
-        _write(state / 'orig' / rel, orig, _mode(tree, rel))
-    _write(state / MANIFEST, m.to_json().encode(), 0o644)
-    progress.say(f'{tree}: rebuilt {state / MANIFEST} from the series '
-                 f'({len(m.files)} files carry the package)')
-    return m
+    with treelock.held(tree, 'rebuild'):
+        m, origs = reconstruct(tree, version, series)
+        if m is None:
+            return None
+        state = tree / STATE_DIR
+        if st.has_state(tree):
+            if save is not None:
+                st.copy_state(tree, save)
+            st.clear_state(tree)
+        for rel, orig in origs.items():
+            _write(state / st.ORIG / rel, orig, _mode(tree, rel))
+        _write(state / MANIFEST, m.to_json().encode(), 0o644)
+        progress.say(f'{tree}: rebuilt {state / MANIFEST} from the series '
+                     f'({len(m.files)} files carry the package)')
+        return m
 
 
 def _manifest_or_rebuild(tree: Path, version: KernelVersion, series: list[Change],
                          force: bool, save: Path | None) -> Manifest | None:
     try:
-        m = read_manifest(tree)
-    except InstallError:
+        m = read_manifest(tree, series)
+    except DamagedStateError as e:
         if not force:
             raise
+        progress.say(f'{FORCE_HINT}: {str(e).split("; run the same command")[0]}; '
+                     'rebuilding it from the tree and the series')
         return rebuild_manifest(tree, version, series, save)
     if m is None:
         return rebuild_manifest(tree, version, series, save)
     missing = [rel for rel, r in m.files.items()
-               if r.original is not None and not (tree / STATE_DIR / 'orig' / rel).is_file()]
+               if r.original is not None and not (tree / STATE_DIR / st.ORIG / rel).is_file()]
     if missing and force:
         return rebuild_manifest(tree, version, series, save)
     return m
@@ -631,6 +610,7 @@ class Decision:
     status: dict[str, str]
     changes: dict[str, tuple[bytes | None, bytes | None, int | None]]
     kept: list[str]
+    lost: list[str]         # kept edits that dropped some of the package's lines
 
     def contents(self, tree: Path) -> Contents:
         """Every managed file as it will be after the install (kept edits as they are)."""
@@ -647,6 +627,7 @@ def _decide(tree: Path, version: KernelVersion, series: list[Change], before: Ma
     old = before.files if before else {}
     changes: dict[str, tuple[bytes | None, bytes | None, int | None]] = {}
     kept: list[str] = []
+    lost: list[str] = []
     refused: list[str] = []
     records: dict[str, Record] = {}
     for rel in sorted(set(p.final) | set(old)):
@@ -664,9 +645,12 @@ def _decide(tree: Path, version: KernelVersion, series: list[Change], before: Ma
         if cur == want:
             continue
         if status.get(rel) == 'edited':
-            if rel in p.final and old[rel].installed == sha(want) and \
-                    carries_package(rel, cur, version, series):
+            # The tree carries the package as it is now: there is nothing to install,
+            # so the edit is what gets tested, whatever lines it changed.
+            if rel in p.final and old[rel].installed == sha(want):
                 kept.append(rel)
+                if not carries_package(rel, cur, version, series):
+                    lost.append(rel)
                 continue
             if not force:
                 refused.append(rel)
@@ -679,7 +663,7 @@ def _decide(tree: Path, version: KernelVersion, series: list[Change], before: Ma
             f'diff, or copy the files) first; to drop them, run again with {FORCE_HINT}; '
             'nothing was written')
     manifest = Manifest(str(version), [s.change.name for s in p.steps], records)
-    return Decision(p, before, manifest, read, status, changes, kept)
+    return Decision(p, before, manifest, read, status, changes, kept, lost)
 
 
 def preview(tree: Path, version: KernelVersion, series: list[Change],
@@ -690,13 +674,13 @@ def preview(tree: Path, version: KernelVersion, series: list[Change],
     """
     _refuse_pending_journal(tree)
     try:
-        before = read_manifest(tree)
-    except InstallError:
+        before = read_manifest(tree, series)
+    except DamagedStateError:
         if not force:
             raise
         before = None
     if before is not None:
-        _, read = pristine_reader(tree)
+        _, read = pristine_reader(tree, series)
     else:
         before, origs = reconstruct(tree, version, series)
         rebuilt = before.files if before else {}
@@ -712,20 +696,29 @@ def install(tree: Path, version: KernelVersion, series: list[Change], force: boo
 
     A managed file edited by hand is kept as it is when the package's changes
     are still in it; one that would have to be overwritten is refused, unless
-    force (its edited copy then goes to save).
+    force (its edited copy then goes to save). Holds the tree's lock throughout.
     """
-    recover(tree, force)
+    with treelock.held(tree, 'install'):
+        st.check_tree(tree, st.package_files(series))
+        return _install(tree, version, series, force, save)
+
+
+def _install(tree: Path, version: KernelVersion, series: list[Change], force: bool,
+             save: Path | None) -> list[str]:
+    _recover(tree, force, save, series)
     before = _manifest_or_rebuild(tree, version, series, force, save)
     state = tree / STATE_DIR
-    if before is None and state.exists():   # leftovers of a run that wrote no file
+    if before is None and st.has_state(tree):     # leftovers of a run that wrote no file
         _tick()
-        shutil.rmtree(state)
-    _, read = pristine_reader(tree)
+        st.clear_state(tree)
+    _, read = pristine_reader(tree, series)
     d = _decide(tree, version, series, before, read, force)
     p, old, changes = d.plan, before.files if before else {}, d.changes
     if d.kept:
-        progress.say(f'{tree}: kept your edits to {", ".join(d.kept)} (the package\'s '
-                     'changes are still in them); the tests run on them as they are')
+        lost = (f'; the package\'s lines are not all in {", ".join(d.lost)} any more: the '
+                'suites that need a missing one say so and fail' if d.lost else '')
+        progress.say(f'{tree}: the package is installed as it is now: testing your edits '
+                     f'to {", ".join(d.kept)} as they are, writing nothing{lost}')
     if not changes and before is not None and before.to_json() == d.manifest.to_json():
         return []
     dropped = [r for r in changes if d.status.get(r) == 'edited']
@@ -734,15 +727,15 @@ def install(tree: Path, version: KernelVersion, series: list[Change], force: boo
     for rel in sorted(p.final):
         orig = p.pristine[rel]
         if rel not in old and orig is not None:
-            _write(state / 'orig' / rel, orig, _mode(tree, rel))
+            _write(state / st.ORIG / rel, orig, _mode(tree, rel))
     written = []
     for rel, (_, want, mode) in sorted(changes.items()):
         if _put(tree, rel, want, mode):
             written.append(rel)
     for rel in old:
-        if rel not in p.final and (state / 'orig' / rel).exists():
+        if rel not in p.final and os.path.lexists(state / st.ORIG / rel):
             _tick()
-            (state / 'orig' / rel).unlink()
+            (state / st.ORIG / rel).unlink()
     _write(state / MANIFEST, d.manifest.to_json().encode(), 0o644)
     _end(tree)
     if dropped:
@@ -756,17 +749,24 @@ def uninstall(tree: Path, version: KernelVersion | None = None,
     """Restore every file the install touched; return them.
 
     With the version and the series, a tree whose .kloc/ is gone is
-    recognised and restored too.
+    recognised and restored too. Holds the tree's lock throughout.
     """
-    recover(tree, force)
+    with treelock.held(tree, 'uninstall'):
+        st.check_tree(tree, st.package_files(series))
+        return _uninstall(tree, version, series, force, save)
+
+
+def _uninstall(tree: Path, version: KernelVersion | None, series: list[Change] | None,
+               force: bool, save: Path | None) -> list[str]:
+    _recover(tree, force, save, series)
     if version is not None and series is not None:
         m = _manifest_or_rebuild(tree, version, series, force, save)
     else:
-        m = read_manifest(tree)
+        m = read_manifest(tree, series)
     if m is None:
-        if (tree / STATE_DIR).exists() and version is not None:
+        if st.has_state(tree) and version is not None:
             _tick()                         # leftovers of a run that wrote no file
-            shutil.rmtree(tree / STATE_DIR)
+            st.clear_state(tree)
         return []
     status = _classify(tree, m)
     edited = sorted(rel for rel, s in status.items() if s == 'edited')
@@ -782,12 +782,7 @@ def uninstall(tree: Path, version: KernelVersion | None = None,
         if r.original is None:
             want = None
         else:
-            orig = state / 'orig' / rel
-            if not orig.is_file():
-                raise InstallError(f'{orig} is missing: the saved original of {rel} is '
-                                   f'gone; run make uninstall {FORCE_HINT} to recover it '
-                                   'from the series; nothing was written')
-            want = orig.read_bytes()
+            want = _saved_original(tree, rel, 'make uninstall')
         cur = _read(tree, rel)
         if cur != want:
             changes[rel] = (cur, want, r.mode)
@@ -799,7 +794,7 @@ def uninstall(tree: Path, version: KernelVersion | None = None,
     (state / MANIFEST).unlink()
     _end(tree)
     _tick()
-    shutil.rmtree(state)
+    st.clear_state(tree)
     if edited:
         progress.say(f'{tree}: dropped your edits to {", ".join(edited)}{edits}')
     return sorted(m.files)
