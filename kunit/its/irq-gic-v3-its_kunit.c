@@ -11,25 +11,39 @@
  * a kthread that retires every command at once. The real ITS that the
  * kernel probed at boot is checked too.
  *
- * Every page the driver allocates for an ITS goes through
- * its_alloc_pages_node() and its_free_pages(), and every slab object
- * (collections, domain info, ITTs) through its_kzalloc_node() and
- * its_kfree(). The tests redirect them, to count what is live and to make
- * the Nth allocation fail.
+ * The driver reaches the tests through irq-gic-v3-its_kunit_seam.h, which
+ * it includes after its own includes: the page and slab allocations and
+ * frees, ioremap() and GITS_BASERn writes of the driver are renamed there
+ * to redirection points, and the driver's own lines stay as they are. The
+ * tests stand in for those points while a case probes an ITS or creates a
+ * device (the seam's "window"), to count what is live and to make the Nth
+ * allocation fail; frees are followed at all times.
  *
- * Where ITTs come from itt_alloc_pool() (ITS_KUNIT_ITT_POOL, set by the
- * hook from Linux 6.13 on), an ITT smaller than a page is carved from
- * pages the pool keeps for good: those pages leave the test's accounting
- * once the pool holds them.
+ * Where ITTs come from itt_alloc_pool() (Linux 6.13 on), an ITT smaller
+ * than a page is carved from pages the pool keeps for good: those pages
+ * leave the test's accounting once the pool holds them.
  */
 
 #include <kunit/test.h>
 #include <kunit/test-bug.h>
+#include <kunit/resource.h>
 #include <linux/align.h>
+#include <linux/ioport.h>
 #include <linux/kthread.h>
 #include <linux/nodemask.h>
 
-#define ITS_KUNIT_MAX_LIVE	64
+/*
+ * What the tests need to know of the driver they are built into (each
+ * kernel's copy of the package says): ITS_KUNIT_NODE_INIT where
+ * its_node_init() maps the ITS and allocates its its_node, apart from
+ * its_probe_one() (Linux 6.7 on), ITS_KUNIT_ITT_POOL where small ITTs come
+ * from itt_pool (6.13 on).
+ */
+#include "irq-gic-v3-its_kunit_compat.h"
+#include "irq-gic-v3-its_kunit_seam.h"
+
+#define ITS_KUNIT_MAX_LIVE	256
+#define ITS_KUNIT_MAX_FREED	64
 #define ITS_KUNIT_MAX_INJECT	64
 #define ITS_KUNIT_MAX_ITS	16
 #define ITS_KUNIT_FRAME_SZ	SZ_64K
@@ -40,6 +54,9 @@
 #define ITS_KUNIT_BASER_RO	(ITS_KUNIT_BASER_TYPE_MASK | GITS_BASER_ENTRY_SIZE_MASK)
 /* A valid level-1 entry: the physical address of its level-2 page */
 #define ITS_KUNIT_LVL1_ADDR_MASK	GENMASK_ULL(51, 12)
+
+/* GITS_PIDR2.ArchRev of a GICv3 ITS */
+#define ITS_KUNIT_PIDR2_GICV3		0x30
 
 /* What the emulated ITS reports in GITS_TYPER, and its other tables */
 #define ITS_KUNIT_ID_BITS		16
@@ -64,26 +81,35 @@
 #define ITS_KUNIT_PSZ_64K	ITS_KUNIT_PSZ(GIC_PAGE_SIZE_64K)
 #define ITS_KUNIT_PSZ_ALL	(ITS_KUNIT_PSZ_4K | ITS_KUNIT_PSZ_16K | ITS_KUNIT_PSZ_64K)
 
+/* An allocation the seam handed out, and not yet given back. */
+struct its_kunit_live {
+	const void *addr;
+	size_t size;		/* slab object size asked for; 0 for pages */
+	unsigned int order;	/* page order */
+	void *caller;
+};
+
 /* Where the test stands in the seam: what is live, and what must fail. */
 struct its_kunit_its;
 
 struct its_kunit_seam {
 	struct its_kunit_its *emulated[ITS_KUNIT_MAX_ITS];
+	bool active;		/* allocations are watched: a window is open */
 	int calls;		/* allocations asked for */
 	int fail_at;		/* 1-based call to fail; 0: none */
 	int allocs;		/* allocations that succeeded */
 	int frees;		/* given back, or kept by the ITT pool */
-	int bad_frees;		/* addresses the seam never handed out */
-	struct {
-		const void *addr;
-		size_t size;		/* slab object size; 0 for pages */
-		unsigned int order;	/* page order */
-		void *caller;
-	} live[ITS_KUNIT_MAX_LIVE];
+	int bad_frees;		/* given back twice, or as the wrong kind */
+	int overflow;		/* allocations past ITS_KUNIT_MAX_LIVE */
+	struct its_kunit_live live[ITS_KUNIT_MAX_LIVE];
+	const void *freed[ITS_KUNIT_MAX_FREED];	/* recently given back */
+	unsigned int next_freed;
 };
 
 struct its_kunit_its {
 	const struct its_kunit_layout *layout;
+	int node;
+	struct resource res;
 	struct its_node *its;
 	void *frame;
 	struct fwnode_handle *fwnode;
@@ -244,15 +270,9 @@ static const void *its_kunit_placement_gen_params(const void *prev, char *desc)
 }
 
 /*
- * Managed clean-up. Kernels whose hook has no static stubs (6.1 to 6.11)
- * may also lack kunit_add_action_or_reset(): a KUnit resource does the same.
+ * Managed clean-up, run in reverse order at the end of the case. A KUnit
+ * resource rather than kunit_add_action_or_reset(), which Linux 6.1 lacks.
  */
-#ifndef ITS_KUNIT_FN_HOOKS
-static int its_kunit_defer(struct kunit *test, void (*fn)(void *), void *data)
-{
-	return kunit_add_action_or_reset(test, fn, data);
-}
-#else
 struct its_kunit_deferred {
 	void (*fn)(void *data);
 	void *data;
@@ -269,12 +289,12 @@ static void its_kunit_deferred_free(struct kunit_resource *res)
 	struct its_kunit_deferred *d = res->data;
 
 	d->fn(d->data);
-	kfree(d);
+	its_kunit_real_kfree(d);
 }
 
 static int its_kunit_defer(struct kunit *test, void (*fn)(void *), void *data)
 {
-	struct its_kunit_deferred *d = kmalloc(sizeof(*d), GFP_KERNEL);
+	struct its_kunit_deferred *d = its_kunit_real_kmalloc(sizeof(*d), GFP_KERNEL);
 
 	if (!d) {
 		fn(data);
@@ -285,19 +305,26 @@ static int its_kunit_defer(struct kunit *test, void (*fn)(void *), void *data)
 	if (!kunit_alloc_resource(test, its_kunit_deferred_init,
 				  its_kunit_deferred_free, GFP_KERNEL, d)) {
 		fn(data);
-		kfree(d);
+		its_kunit_real_kfree(d);
 		return -ENOMEM;
 	}
 	return 0;
 }
-#endif
 
-/* The seam's replacements. They run only in the test's own thread. */
+/* The seam's stand-ins. They run only in the test's own thread. */
 static struct its_kunit_seam *its_kunit_seam_of_current(void)
 {
 	struct kunit *test = current->kunit_test;
 
 	return test ? test->priv : NULL;
+}
+
+/* The seam the driver's call should go through: NULL outside a window. */
+static struct its_kunit_seam *its_kunit_watching(void)
+{
+	struct its_kunit_seam *seam = its_kunit_seam_of_current();
+
+	return seam && seam->active ? seam : NULL;
 }
 
 /* Whether the next allocation is the one to fail; counts the call. */
@@ -306,11 +333,27 @@ static bool its_kunit_fail_now(struct its_kunit_seam *seam)
 	return ++seam->calls == seam->fail_at;
 }
 
+static struct its_kunit_live *its_kunit_find_live(struct its_kunit_seam *seam, const void *addr)
+{
+	int i;
+
+	for (i = 0; i < ITS_KUNIT_MAX_LIVE; i++) {
+		if (seam->live[i].addr && seam->live[i].addr == addr)
+			return &seam->live[i];
+	}
+	return NULL;
+}
+
 static void its_kunit_track(struct its_kunit_seam *seam, const void *addr, size_t size,
 			    unsigned int order, void *caller)
 {
 	int i;
 
+	/* the address is live again: it is no longer a freed one */
+	for (i = 0; i < ITS_KUNIT_MAX_FREED; i++) {
+		if (seam->freed[i] == addr)
+			seam->freed[i] = NULL;
+	}
 	for (i = 0; i < ITS_KUNIT_MAX_LIVE; i++) {
 		if (!seam->live[i].addr) {
 			seam->live[i].addr = addr;
@@ -321,91 +364,211 @@ static void its_kunit_track(struct its_kunit_seam *seam, const void *addr, size_
 			return;
 		}
 	}
-	WARN(1, "more than %d live ITS allocations", ITS_KUNIT_MAX_LIVE);
+	seam->overflow++;
+	kunit_fail_current_test("more than %d live ITS allocations: %p from %pS is not tracked",
+				ITS_KUNIT_MAX_LIVE, addr, caller);
 }
 
-/* Forget @addr; false when the seam never handed it out. */
-static bool its_kunit_untrack(struct its_kunit_seam *seam, const void *addr, size_t size,
-			      unsigned int order)
+/*
+ * What a free of @addr should do. A tracked allocation is forgotten and
+ * given back; an address the seam gave back already is a double free,
+ * which fails the case and is not passed on; anything else the driver
+ * allocated before the case, and is the kernel's to free.
+ */
+enum its_kunit_free {
+	ITS_KUNIT_FREE_TRACKED,
+	ITS_KUNIT_FREE_FOREIGN,
+	ITS_KUNIT_FREE_TWICE,
+};
+
+static enum its_kunit_free its_kunit_untrack(struct its_kunit_seam *seam, const void *addr,
+					     bool slab, unsigned int *order)
 {
+	struct its_kunit_live *l = its_kunit_find_live(seam, addr);
 	int i;
 
-	for (i = 0; i < ITS_KUNIT_MAX_LIVE; i++) {
-		if (seam->live[i].addr == addr && seam->live[i].size == size &&
-		    (size || seam->live[i].order == order)) {
-			seam->live[i].addr = NULL;
-			seam->frees++;
-			return true;
+	if (l) {
+		if (slab != !!l->size || (!slab && *order != l->order)) {
+			seam->bad_frees++;
+			kunit_fail_current_test("%p from %pS (%s, order %u) freed as %s, order %u",
+						addr, l->caller, l->size ? "slab" : "pages",
+						l->order, slab ? "slab" : "pages", *order);
+		}
+		*order = l->order;	/* give back what was taken */
+		l->addr = NULL;
+		seam->frees++;
+		seam->freed[seam->next_freed++ % ITS_KUNIT_MAX_FREED] = addr;
+		return ITS_KUNIT_FREE_TRACKED;
+	}
+	for (i = 0; i < ITS_KUNIT_MAX_FREED; i++) {
+		if (seam->freed[i] == addr) {
+			seam->bad_frees++;
+			return ITS_KUNIT_FREE_TWICE;
 		}
 	}
-	/* Never free what the seam did not hand out: it may be garbage. */
-	seam->bad_frees++;
-	return false;
+	return ITS_KUNIT_FREE_FOREIGN;
 }
 
-static struct page *its_kunit_alloc_pages_node(int node, gfp_t gfp,
-					       unsigned int order)
+static struct page *its_kunit_alloc_pages_node(int node, gfp_t gfp, unsigned int order)
 {
-	struct its_kunit_seam *seam = its_kunit_seam_of_current();
+	struct its_kunit_seam *seam = its_kunit_watching();
 	struct page *page;
 
-	if (WARN_ON(!seam) || its_kunit_fail_now(seam))
+	if (seam && its_kunit_fail_now(seam))
 		return NULL;
-	page = alloc_pages_node(node, gfp, order);
-	if (page)
+	page = its_kunit_real_alloc_pages_node(node, gfp, order);
+	if (seam && page)
 		its_kunit_track(seam, page_address(page), 0, order,
 				__builtin_return_address(0));
 	return page;
 }
 
-static void its_kunit_free_pages(void *addr, unsigned int order)
+static struct page *its_kunit_alloc_pages(gfp_t gfp, unsigned int order)
+{
+	struct its_kunit_seam *seam = its_kunit_watching();
+	struct page *page;
+
+	if (seam && its_kunit_fail_now(seam))
+		return NULL;
+	page = its_kunit_real_alloc_pages(gfp, order);
+	if (seam && page)
+		its_kunit_track(seam, page_address(page), 0, order,
+				__builtin_return_address(0));
+	return page;
+}
+
+static void its_kunit_free_pages(unsigned long addr, unsigned int order)
 {
 	struct its_kunit_seam *seam = its_kunit_seam_of_current();
 
-	if (WARN_ON(!seam))
+	if (!addr)
 		return;
-	if (its_kunit_untrack(seam, addr, 0, order))
-		free_pages((unsigned long)addr, order);
-	else
-		kunit_fail_current_test("its_free_pages(%p, order %u): not from the seam",
-					addr, order);
+	if (seam && its_kunit_untrack(seam, (void *)addr, false, &order) == ITS_KUNIT_FREE_TWICE) {
+		kunit_fail_current_test("free_pages(%#lx, order %u) twice", addr, order);
+		return;
+	}
+	its_kunit_real_free_pages(addr, order);
+}
+
+/* The slab allocations: one stand-in, whichever of kmalloc() and co. */
+static void *its_kunit_slab(struct its_kunit_seam *seam, void *p, size_t size, void *caller)
+{
+	if (p)
+		its_kunit_track(seam, p, max_t(size_t, size, 1), 0, caller);
+	return p;
+}
+
+static void *its_kunit_kmalloc(size_t size, gfp_t gfp)
+{
+	struct its_kunit_seam *seam = its_kunit_watching();
+
+	if (!seam)
+		return its_kunit_real_kmalloc(size, gfp);
+	if (its_kunit_fail_now(seam))
+		return NULL;
+	return its_kunit_slab(seam, its_kunit_real_kmalloc(size, gfp), size,
+			      __builtin_return_address(0));
+}
+
+static void *its_kunit_kzalloc(size_t size, gfp_t gfp)
+{
+	struct its_kunit_seam *seam = its_kunit_watching();
+
+	if (!seam)
+		return its_kunit_real_kzalloc(size, gfp);
+	if (its_kunit_fail_now(seam))
+		return NULL;
+	return its_kunit_slab(seam, its_kunit_real_kzalloc(size, gfp), size,
+			      __builtin_return_address(0));
 }
 
 static void *its_kunit_kzalloc_node(size_t size, gfp_t gfp, int node)
 {
-	struct its_kunit_seam *seam = its_kunit_seam_of_current();
-	void *p;
+	struct its_kunit_seam *seam = its_kunit_watching();
 
-	if (WARN_ON(!seam) || its_kunit_fail_now(seam))
+	if (!seam)
+		return its_kunit_real_kzalloc_node(size, gfp, node);
+	if (its_kunit_fail_now(seam))
 		return NULL;
-	p = kzalloc_node(size, gfp, node);
-	if (p)
-		its_kunit_track(seam, p, ksize(p), 0, __builtin_return_address(0));
-	return p;
+	return its_kunit_slab(seam, its_kunit_real_kzalloc_node(size, gfp, node), size,
+			      __builtin_return_address(0));
 }
 
-static void its_kunit_kfree(const void *addr)
+static void *its_kunit_kcalloc(size_t n, size_t size, gfp_t gfp)
+{
+	struct its_kunit_seam *seam = its_kunit_watching();
+
+	if (!seam)
+		return its_kunit_real_kcalloc(n, size, gfp);
+	if (its_kunit_fail_now(seam))
+		return NULL;
+	return its_kunit_slab(seam, its_kunit_real_kcalloc(n, size, gfp), n * size,
+			      __builtin_return_address(0));
+}
+
+static void *its_kunit_kmalloc_array(size_t n, size_t size, gfp_t gfp)
+{
+	struct its_kunit_seam *seam = its_kunit_watching();
+
+	if (!seam)
+		return its_kunit_real_kmalloc_array(n, size, gfp);
+	if (its_kunit_fail_now(seam))
+		return NULL;
+	return its_kunit_slab(seam, its_kunit_real_kmalloc_array(n, size, gfp), n * size,
+			      __builtin_return_address(0));
+}
+
+/* The address is looked up before anything reads the object: no ksize(). */
+static void its_kunit_kfree(const void *p)
 {
 	struct its_kunit_seam *seam = its_kunit_seam_of_current();
+	unsigned int order = 0;
 
-	if (WARN_ON(!seam) || !addr)
+	if (ZERO_OR_NULL_PTR(p))
 		return;
-	if (its_kunit_untrack(seam, addr, ksize(addr), 0))
-		kfree(addr);
-	else
-		kunit_fail_current_test("its_kfree(%p): not from the seam", addr);
+	if (seam && its_kunit_untrack(seam, p, true, &order) == ITS_KUNIT_FREE_TWICE) {
+		kunit_fail_current_test("kfree(%p) twice", p);
+		return;
+	}
+	its_kunit_real_kfree(p);
 }
 
-static struct its_kunit_its *its_kunit_emulated(struct its_node *its)
+/* The emulated ITS whose register frame holds @addr, or NULL. */
+static struct its_kunit_its *its_kunit_frame_of(const void __iomem *addr)
 {
 	struct its_kunit_seam *seam = its_kunit_seam_of_current();
 	int i;
 
 	for (i = 0; seam && i < ITS_KUNIT_MAX_ITS; i++) {
-		if (seam->emulated[i] && seam->emulated[i]->its == its)
-			return seam->emulated[i];
+		struct its_kunit_its *e = seam->emulated[i];
+		const void *frame = e ? e->frame : NULL;
+		const void *va = (const void __force *)addr;
+
+		if (frame && va >= frame && va < frame + ITS_KUNIT_FRAME_SZ)
+			return e;
 	}
 	return NULL;
+}
+
+/* Mapping an emulated ITS's registers gives its frame in memory. */
+static void __iomem *its_kunit_ioremap(phys_addr_t phys, size_t size)
+{
+	struct its_kunit_seam *seam = its_kunit_seam_of_current();
+	int i;
+
+	for (i = 0; seam && i < ITS_KUNIT_MAX_ITS; i++) {
+		struct its_kunit_its *e = seam->emulated[i];
+
+		if (e && phys == e->res.start && size <= ITS_KUNIT_FRAME_SZ)
+			return (void __iomem __force *)e->frame;
+	}
+	return its_kunit_real_ioremap(phys, size);
+}
+
+static void its_kunit_iounmap(void __iomem *addr)
+{
+	if (!its_kunit_frame_of(addr))
+		its_kunit_real_iounmap(addr);
 }
 
 /* The ITS_KUNIT_PSZ_* bit of a GITS_BASERn value's page size */
@@ -421,9 +584,12 @@ static u32 its_kunit_psz_flag(u64 val)
  * What the emulated ITS keeps of a GITS_BASERn write: the type and entry
  * size are read-only, an unsupported page size reads back as the largest
  * supported one, and indirection reads back as zero when unsupported.
+ * GITS_BASERn past the layout's tables implement nothing.
  */
-static u64 its_kunit_baser_written(const struct its_kunit_layout *l, int idx, u64 val)
+static u64 its_kunit_baser_written(const struct its_kunit_layout *l, unsigned int idx, u64 val)
 {
+	if (idx >= ARRAY_SIZE(l->basers))
+		return 0;
 	val = (val & ~ITS_KUNIT_BASER_RO) | (l->basers[idx] & ITS_KUNIT_BASER_RO);
 	if (!(its_kunit_psz_flag(val) & l->psz_ok)) {
 		u64 psz = l->psz_ok & ITS_KUNIT_PSZ_64K ? GIC_PAGE_SIZE_64K :
@@ -438,62 +604,51 @@ static u64 its_kunit_baser_written(const struct its_kunit_layout *l, int idx, u6
 	return val;
 }
 
-static void its_kunit_write_baser(struct its_node *its, struct its_baser *baser, u64 val)
+static void its_kunit_gits_write_baser(u64 val, void __iomem *addr)
 {
-	struct its_kunit_its *e = its_kunit_emulated(its);
-	u32 idx = baser - its->tables;
+	struct its_kunit_its *e = its_kunit_frame_of(addr);
 
-	if (e)
-		val = its_kunit_baser_written(e->layout, idx, val);
-	gits_write_baser(val, its->base + GITS_BASER + (idx << 3));
-	baser->val = its_read_baser(its, baser);
+	if (e) {
+		void __iomem *base = (void __iomem __force *)e->frame + GITS_BASER;
+
+		val = its_kunit_baser_written(e->layout, (addr - base) / sizeof(u64), val);
+	}
+	its_kunit_real_gits_write_baser(val, addr);
 }
 
-#ifdef ITS_KUNIT_FN_HOOKS
-/* Linux 6.1: the hook's stand-in for static stubs. */
+/* The test's stand-ins take the seam's redirection points until the case ends. */
 static void its_kunit_unstub(void *unused)
 {
-	its_kunit_alloc_pages_node_fn = NULL;
-	its_kunit_free_pages_fn = NULL;
-	its_kunit_write_baser_fn = NULL;
-	its_kunit_kzalloc_node_fn = NULL;
-	its_kunit_kfree_fn = NULL;
+	memset(&its_kunit_seam_redirect, 0, sizeof(its_kunit_seam_redirect));
 }
 
 static void its_kunit_stub(struct kunit *test)
 {
-	its_kunit_alloc_pages_node_fn = its_kunit_alloc_pages_node;
-	its_kunit_free_pages_fn = its_kunit_free_pages;
-	its_kunit_write_baser_fn = its_kunit_write_baser;
-	its_kunit_kzalloc_node_fn = its_kunit_kzalloc_node;
-	its_kunit_kfree_fn = its_kunit_kfree;
+	its_kunit_seam_redirect = (struct its_kunit_seam_table) {
+		.alloc_pages_node_fn = its_kunit_alloc_pages_node,
+		.alloc_pages_fn = its_kunit_alloc_pages,
+		.free_pages_fn = its_kunit_free_pages,
+		.kmalloc_fn = its_kunit_kmalloc,
+		.kzalloc_fn = its_kunit_kzalloc,
+		.kzalloc_node_fn = its_kunit_kzalloc_node,
+		.kcalloc_fn = its_kunit_kcalloc,
+		.kmalloc_array_fn = its_kunit_kmalloc_array,
+		.kfree_fn = its_kunit_kfree,
+		.ioremap_fn = its_kunit_ioremap,
+		.iounmap_fn = its_kunit_iounmap,
+		.gits_write_baser_fn = its_kunit_gits_write_baser,
+	};
 	KUNIT_ASSERT_EQ(test, its_kunit_defer(test, its_kunit_unstub, NULL), 0);
 }
 
-#define its_kunit_probe(its)	its_setup_one(its)
-#else
-static void its_kunit_stub(struct kunit *test)
-{
-	kunit_activate_static_stub(test, its_alloc_pages_node,
-				   its_kunit_alloc_pages_node);
-	kunit_activate_static_stub(test, its_free_pages, its_kunit_free_pages);
-	kunit_activate_static_stub(test, its_write_baser, its_kunit_write_baser);
-	kunit_activate_static_stub(test, its_kzalloc_node, its_kunit_kzalloc_node);
-	kunit_activate_static_stub(test, its_kfree, its_kunit_kfree);
-}
-
-#define its_kunit_probe(its)	its_probe_one(its)
-#endif
-
 #ifdef ITS_KUNIT_ITT_POOL
-/* Whether itt_alloc_pool() made the page at @addr part of its pool. */
-static bool its_kunit_pooled(const void *addr, size_t size, unsigned int order)
+/* Whether itt_alloc_pool() made the memory at @addr part of its pool. */
+static bool its_kunit_pooled(const void *addr, size_t size)
 {
-	return !size && itt_pool &&
-	       gen_pool_has_addr(itt_pool, (unsigned long)addr, PAGE_SIZE << order);
+	return itt_pool && gen_pool_has_addr(itt_pool, (unsigned long)addr, size);
 }
 #else
-static bool its_kunit_pooled(const void *addr, size_t size, unsigned int order)
+static bool its_kunit_pooled(const void *addr, size_t size)
 {
 	return false;
 }
@@ -505,9 +660,8 @@ static void its_kunit_forget_pooled(struct its_kunit_seam *seam)
 	int i;
 
 	for (i = 0; i < ITS_KUNIT_MAX_LIVE; i++) {
-		if (seam->live[i].addr &&
-		    its_kunit_pooled(seam->live[i].addr, seam->live[i].size,
-				     seam->live[i].order)) {
+		if (seam->live[i].addr && !seam->live[i].size &&
+		    its_kunit_pooled(seam->live[i].addr, PAGE_SIZE << seam->live[i].order)) {
 			seam->live[i].addr = NULL;
 			seam->frees++;
 		}
@@ -529,11 +683,24 @@ static void its_kunit_reap(void *data)
 		if (!seam->live[i].addr)
 			continue;
 		if (seam->live[i].size)
-			kfree(seam->live[i].addr);
+			its_kunit_real_kfree(seam->live[i].addr);
 		else
-			free_pages((unsigned long)seam->live[i].addr, seam->live[i].order);
+			its_kunit_real_free_pages((unsigned long)seam->live[i].addr,
+						  seam->live[i].order);
+		seam->live[i].addr = NULL;
 	}
 }
+
+/*
+ * The seam header must come before the driver's code, or none of the
+ * driver's calls reach the stand-ins above and every check would pass
+ * without looking.
+ */
+#ifdef ITS_KUNIT_SEAM_LATE
+static const bool its_kunit_seam_late = true;
+#else
+static const bool its_kunit_seam_late;
+#endif
 
 static int its_kunit_init(struct kunit *test)
 {
@@ -568,6 +735,30 @@ static int its_kunit_outstanding(struct kunit *test)
 	return seam->allocs - seam->frees;
 }
 
+/*
+ * Whether [va, va + 1) lies in memory a redirection point handed out (or
+ * in the ITT pool, which keeps pages the seam handed out before). A
+ * placement check of memory the seam never saw would not be one.
+ */
+static void its_kunit_expect_seen(struct kunit *test, const char *what, const void *va)
+{
+	struct its_kunit_seam *seam = test->priv;
+	int i;
+
+	for (i = 0; i < ITS_KUNIT_MAX_LIVE; i++) {
+		const void *start = seam->live[i].addr;
+		size_t size = seam->live[i].size ?: PAGE_SIZE << seam->live[i].order;
+
+		if (start && va >= start && va < start + size)
+			return;
+	}
+	if (va && its_kunit_pooled(va, 1))
+		return;
+	KUNIT_FAIL(test,
+		   "%s at %p did not come through a redirection point of irq-gic-v3-its_kunit_seam.h (alloc_pages_node(), alloc_pages(), kzalloc_node(), ...): its placement cannot be checked",
+		   what, va);
+}
+
 /* The emulated ITS retires every command as soon as it is posted. */
 static int its_kunit_retire_fn(void *data)
 {
@@ -595,19 +786,34 @@ static struct irq_domain *its_kunit_domain(struct its_kunit_its *e)
 	return irq_find_matching_fwnode(e->fwnode, DOMAIN_BUS_ANY);
 }
 
-static bool its_kunit_registered(struct its_node *its)
+/* The its_node that the driver registered for @e, or NULL. */
+static struct its_node *its_kunit_registered(struct its_kunit_its *e)
 {
-	struct its_node *pos;
-	bool found = false;
+	void __iomem *base = (void __iomem __force *)e->frame;
+	struct its_node *pos, *found = NULL;
 
 	raw_spin_lock(&its_lock);
-	list_for_each_entry(pos, &its_nodes, entry)
-		found |= pos == its;
+	list_for_each_entry(pos, &its_nodes, entry) {
+		if (pos->base == base)
+			found = pos;
+	}
 	raw_spin_unlock(&its_lock);
 	return found;
 }
 
-/* Undo a successful probe of an emulated ITS. */
+#ifdef ITS_KUNIT_ITT_POOL
+static void its_kunit_free_cmdq(struct its_node *its)
+{
+	its_free_pages(its->cmd_base, get_order(ITS_CMD_QUEUE_SZ));
+}
+#else
+static void its_kunit_free_cmdq(struct its_node *its)
+{
+	free_pages((unsigned long)its->cmd_base, get_order(ITS_CMD_QUEUE_SZ));
+}
+#endif
+
+/* Undo a successful probe of an emulated ITS, as far as the driver can. */
 static void its_kunit_unprobe(void *data)
 {
 	struct its_kunit_its *e = data;
@@ -625,13 +831,37 @@ static void its_kunit_unprobe(void *data)
 		void *info = domain->host_data;
 
 		irq_domain_remove(domain);
-		its_kfree(info);
+		kfree(info);
 	}
-	its_kfree(its->collections);
+	kfree(its->collections);
 	its->collections = NULL;
 	its_free_tables(its);
-	its_free_pages(its->cmd_base, get_order(ITS_CMD_QUEUE_SZ));
+	its_kunit_free_cmdq(its);
 	its->cmd_base = NULL;
+#ifdef ITS_KUNIT_NODE_INIT
+	its_node_destroy(its);
+#else
+	kfree(its);
+#endif
+	e->its = NULL;
+}
+
+/* Reset @e's register frame to a quiescent, disabled ITS of its layout. */
+static void its_kunit_reset(struct its_kunit_its *e)
+{
+	const struct its_kunit_layout *l = e->layout;
+	void __iomem *base = (void __iomem __force *)e->frame;
+	int i;
+
+	memset(e->frame, 0, ITS_KUNIT_FRAME_SZ);
+	writel_relaxed(ITS_KUNIT_PIDR2_GICV3, base + GITS_PIDR2);
+	writel_relaxed(GITS_CTLR_QUIESCENT, base + GITS_CTLR);
+	writeq_relaxed(FIELD_PREP(GITS_TYPER_DEVBITS, l->devbits - 1) |
+		       FIELD_PREP(GITS_TYPER_IDBITS, ITS_KUNIT_ID_BITS - 1) |
+		       FIELD_PREP(GITS_TYPER_ITT_ENTRY_SIZE, ITS_KUNIT_ITT_ENTRY_SZ - 1) |
+		       GITS_TYPER_PLPIS, base + GITS_TYPER);
+	for (i = 0; i < ARRAY_SIZE(l->basers); i++)
+		writeq_relaxed(l->basers[i], base + GITS_BASER + i * 8);
 }
 
 /* An emulated ITS with the given layout, ready to probe; freed at test end. */
@@ -641,66 +871,82 @@ static struct its_kunit_its *its_kunit_new(struct kunit *test,
 {
 	struct its_kunit_seam *seam = test->priv;
 	struct its_kunit_its *e;
-	struct its_node *its;
-	void __iomem *base;
 	int i;
 
+	KUNIT_ASSERT_FALSE_MSG(test, its_kunit_seam_late,
+			       "irq-gic-v3-its.c includes tests/irq-gic-v3-its_kunit_seam.h after its own code, or not at all: no allocation of the driver reaches the tests");
 	e = kunit_kzalloc(test, sizeof(*e), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, e);
 	for (i = 0; i < ITS_KUNIT_MAX_ITS && seam->emulated[i]; i++)
 		;
-	KUNIT_ASSERT_LT(test, i, ITS_KUNIT_MAX_ITS);
-	seam->emulated[i] = e;
+	KUNIT_ASSERT_LT_MSG(test, i, ITS_KUNIT_MAX_ITS, "more than %d emulated ITSs",
+			    ITS_KUNIT_MAX_ITS);
 	e->layout = l;
+	e->node = node;
 	e->frame = kunit_kzalloc(test, ITS_KUNIT_FRAME_SZ, GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, e->frame);
-	its = kunit_kzalloc(test, sizeof(*its), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, its);
-	e->its = its;
-	base = (void __iomem __force *)e->frame;
-
-	writeq_relaxed(FIELD_PREP(GITS_TYPER_DEVBITS, l->devbits - 1) |
-		       FIELD_PREP(GITS_TYPER_IDBITS, ITS_KUNIT_ID_BITS - 1) |
-		       FIELD_PREP(GITS_TYPER_ITT_ENTRY_SIZE, ITS_KUNIT_ITT_ENTRY_SZ - 1) |
-		       GITS_TYPER_PLPIS, base + GITS_TYPER);
-	for (i = 0; i < ARRAY_SIZE(l->basers); i++)
-		writeq_relaxed(l->basers[i], base + GITS_BASER + i * 8);
+	e->res.start = virt_to_phys(e->frame);
+	e->res.end = e->res.start + ITS_KUNIT_FRAME_SZ - 1;
+	e->res.flags = IORESOURCE_MEM;
+	e->res.name = "kunit-its";
+	its_kunit_reset(e);
+	seam->emulated[i] = e;
 
 	e->fwnode = irq_domain_alloc_named_fwnode("kunit-its");
 	KUNIT_ASSERT_NOT_NULL(test, e->fwnode);
 	KUNIT_ASSERT_EQ(test, its_kunit_defer(test, its_kunit_free_fwnode, e->fwnode), 0);
 
-	raw_spin_lock_init(&its->lock);
-	mutex_init(&its->dev_alloc_lock);
-	INIT_LIST_HEAD(&its->entry);
-	INIT_LIST_HEAD(&its->its_device_list);
-	its->typer = gic_read_typer(base + GITS_TYPER);
-	its->base = base;
-	its->phys_base = virt_to_phys(e->frame);
-	its->get_msi_base = its_irq_get_msi_base;
-	its->numa_node = node;
-	its->fwnode_handle = e->fwnode;
-
-	e->retire = kthread_run(its_kunit_retire_fn, (void __force *)base,
-				"kunit-its-retire");
+	e->retire = kthread_run(its_kunit_retire_fn, e->frame, "kunit-its-retire");
 	KUNIT_ASSERT_FALSE(test, IS_ERR(e->retire));
 	KUNIT_ASSERT_EQ(test, its_kunit_defer(test, its_kunit_stop_retire, e->retire), 0);
 	return e;
 }
 
 /*
- * The probe path is __init code, so the cases that drive it are __init
- * too, and their suites run from the init section.
+ * Probe @e as the driver probes an ITS it finds in firmware, from mapping
+ * its registers on: its_node_init() and its_probe_one() from Linux 6.7,
+ * its_probe_one() alone before. The probe path is __init code, so the
+ * cases that drive it are __init too, and their suites run from the init
+ * section.
  */
 static int __init its_kunit_probe_new(struct kunit *test, struct its_kunit_its *e)
 {
-	int err = its_kunit_probe(e->its);
+	struct its_kunit_seam *seam = test->priv;
+	int err;
 
+	seam->active = true;
+#ifdef ITS_KUNIT_NODE_INIT
+	{
+		struct its_node *its = its_node_init(&e->res, e->fwnode, e->node);
+
+		err = its ? its_probe_one(its) : -ENOMEM;
+		if (err && its)
+			its_node_destroy(its);
+	}
+#else
+	err = its_probe_one(&e->res, e->fwnode, e->node);
+#endif
+	seam->active = false;
 	if (!err) {
+		e->its = its_kunit_registered(e);
+		KUNIT_ASSERT_NOT_NULL_MSG(test, e->its, "probed, but not on its_nodes");
 		e->probed = true;
 		KUNIT_ASSERT_EQ(test, its_kunit_defer(test, its_kunit_unprobe, e), 0);
 	}
 	return err;
+}
+
+/* Create a device on @its with the seam watching. */
+static struct its_device *its_kunit_create_device(struct kunit *test, struct its_node *its,
+						  u32 dev_id, int nvecs)
+{
+	struct its_kunit_seam *seam = test->priv;
+	struct its_device *dev;
+
+	seam->active = true;
+	dev = its_create_device(its, dev_id, nvecs, false);
+	seam->active = false;
+	return dev;
 }
 
 /*
@@ -754,6 +1000,21 @@ static void its_kunit_expect_tables_on_node(struct kunit *test, struct its_node 
 			 baser->val & GITS_BASER_INDIRECT ? "indirect" : "flat");
 		its_kunit_expect_on_node(test, what, baser->base,
 					 PAGE_ORDER_TO_SIZE(baser->order), node);
+	}
+}
+
+/* The command queue and every table came through the seam. */
+static void its_kunit_expect_tables_seen(struct kunit *test, struct its_node *its)
+{
+	int i;
+
+	its_kunit_expect_seen(test, "command queue", its->cmd_base);
+	for (i = 0; i < GITS_BASER_NR_REGS; i++) {
+		struct its_baser *baser = &its->tables[i];
+		const char *type = its_base_type_string[GITS_BASER_TYPE(baser->val)];
+
+		if (baser->base)
+			its_kunit_expect_seen(test, type, baser->base);
 	}
 }
 
@@ -817,6 +1078,11 @@ static u32 its_kunit_high_dev_id(const struct its_kunit_layout *l, struct its_ba
 		     PAGE_ORDER_TO_SIZE(dt->order) / GITS_BASER_ENTRY_SIZE(dt->val) - 1);
 }
 
+static void its_kunit_free_device(void *dev)
+{
+	its_free_device(dev);
+}
+
 /*
  * Probe an emulated ITS of one layout on one node (or NUMA_NO_NODE), from
  * a CPU on another node. The command queue and every table must sit on the
@@ -836,28 +1102,26 @@ static void __init its_kunit_probe_places_all_on_node(struct kunit *test)
 	e = its_kunit_new(test, l, p->node);
 	KUNIT_ASSERT_EQ_MSG(test, its_kunit_probe_new(test, e), 0,
 			    "%s ITS on node %d failed to probe", l->name, p->node);
-	KUNIT_EXPECT_TRUE(test, its_kunit_registered(e->its));
 	dt = its_kunit_device_table(test, e->its);
 	KUNIT_EXPECT_EQ_MSG(test, dt->psz, l->want_psz, "%s: device table page size", l->name);
 	KUNIT_EXPECT_EQ_MSG(test, !!(dt->val & GITS_BASER_INDIRECT), l->want_indirect,
 			    "%s: device table indirection", l->name);
 	KUNIT_EXPECT_EQ_MSG(test, dt->order, l->want_order, "%s: device table order", l->name);
 	its_kunit_expect_tables_on_node(test, e->its, p->node);
+	its_kunit_expect_tables_seen(test, e->its);
 
 	dev_id = its_kunit_high_dev_id(l, dt);
-	dev = its_create_device(e->its, dev_id, ITS_KUNIT_NVECS, false);
+	dev = its_kunit_create_device(test, e->its, dev_id, ITS_KUNIT_NVECS);
 	KUNIT_ASSERT_NOT_NULL_MSG(test, dev, "creating device %#x on the %s ITS", dev_id, l->name);
-	if (l->want_indirect)
+	KUNIT_ASSERT_EQ(test, its_kunit_defer(test, its_kunit_free_device, dev), 0);
+	if (l->want_indirect) {
+		its_kunit_expect_seen(test, "level-2 device table", its_kunit_lvl2(dt, dev_id));
 		its_kunit_expect_on_node(test, "level-2 device table",
 					 its_kunit_lvl2(dt, dev_id), dt->psz, p->node);
+	}
+	its_kunit_expect_seen(test, "device ITT", dev->itt);
 	its_kunit_expect_on_node(test, "device ITT", dev->itt,
 				 its_kunit_itt_size(e->its, dev), p->node);
-	its_free_device(dev);
-}
-
-static void its_kunit_free_device(void *dev)
-{
-	its_free_device(dev);
 }
 
 /*
@@ -891,7 +1155,7 @@ static void __init its_kunit_itts_on_their_its_node(struct kunit *test)
 			struct its_node *its = e[i]->its;
 			u32 vecs = nvecs[r % ARRAY_SIZE(nvecs)];
 
-			dev = its_create_device(its, r + 1, vecs, false);
+			dev = its_kunit_create_device(test, its, r + 1, vecs);
 			KUNIT_ASSERT_NOT_NULL_MSG(test, dev,
 						  "creating device %d on the node %d ITS",
 						  r + 1, its->numa_node);
@@ -917,8 +1181,9 @@ static void __init its_kunit_probe_fails_cleanly(struct kunit *test)
 	struct its_kunit_its *e;
 	int n, err;
 
+	e = its_kunit_new(test, l, first_online_node);
 	for (n = 1; n <= ITS_KUNIT_MAX_INJECT; n++) {
-		e = its_kunit_new(test, l, first_online_node);
+		its_kunit_reset(e);
 		seam->calls = 0;
 		seam->fail_at = n;
 		err = its_kunit_probe_new(test, e);
@@ -934,8 +1199,8 @@ static void __init its_kunit_probe_fails_cleanly(struct kunit *test)
 		KUNIT_EXPECT_EQ_MSG(test, its_kunit_outstanding(test), 0,
 				    "leaked after allocation %d failed (%d allocated, %d freed)",
 				    n, seam->allocs, seam->frees);
-		KUNIT_EXPECT_FALSE_MSG(test, its_kunit_registered(e->its),
-				       "ITS left on its_nodes after allocation %d failed", n);
+		KUNIT_EXPECT_NULL_MSG(test, its_kunit_registered(e),
+				      "ITS left on its_nodes after allocation %d failed", n);
 		KUNIT_EXPECT_NULL_MSG(test, its_kunit_domain(e),
 				      "irq domain left after allocation %d failed", n);
 		if (!err)
@@ -943,6 +1208,7 @@ static void __init its_kunit_probe_fails_cleanly(struct kunit *test)
 	}
 	KUNIT_EXPECT_LE(test, n, ITS_KUNIT_MAX_INJECT);
 	KUNIT_EXPECT_EQ(test, seam->bad_frees, 0);
+	KUNIT_EXPECT_EQ(test, seam->overflow, 0);
 	kunit_info(test, "%s ITS: walked %d injection points\n", l->name, n - 1);
 }
 
@@ -1035,7 +1301,7 @@ static void __init its_kunit_create_device_fails_cleanly(struct kunit *test)
 		before = seam->allocs - seam->frees;
 		seam->calls = 0;
 		seam->fail_at = n;
-		dev = its_create_device(e->its, dev_id, t->nvecs, false);
+		dev = its_kunit_create_device(test, e->its, dev_id, t->nvecs);
 		seam->fail_at = 0;
 		if (dev) {
 			KUNIT_EXPECT_LT(test, seam->calls, n);
@@ -1050,18 +1316,35 @@ static void __init its_kunit_create_device_fails_cleanly(struct kunit *test)
 				      "device %#x listed after allocation %d failed", dev_id, n);
 	}
 	KUNIT_ASSERT_NOT_NULL(test, dev);
+	KUNIT_ASSERT_EQ(test, its_kunit_defer(test, its_kunit_free_device, dev), 0);
 	KUNIT_EXPECT_EQ(test, seam->bad_frees, 0);
+	KUNIT_EXPECT_EQ(test, seam->overflow, 0);
 	kunit_info(test, "creating a device, %s: walked %d injection points\n", t->name, n - 1);
-	its_free_device(dev);
 }
 
 /* The ITS that the kernel probed at boot, on the node its firmware gives. */
 static void its_kunit_boot_its_on_node(struct kunit *test)
 {
-	struct its_node *its;
-	int checked = 0;
+	struct its_node *boot[ITS_KUNIT_MAX_ITS], *its;
+	int checked = 0, n = 0, i;
 
+	/*
+	 * The driver never frees an ITS it probed at boot: the nodes stay
+	 * valid once the list is let go.
+	 */
+	raw_spin_lock(&its_lock);
 	list_for_each_entry(its, &its_nodes, entry) {
+		if (n < ITS_KUNIT_MAX_ITS)
+			boot[n] = its;
+		n++;
+	}
+	raw_spin_unlock(&its_lock);
+	if (!n)
+		kunit_skip(test, "no ITS was probed at boot");
+	KUNIT_EXPECT_LE_MSG(test, n, ITS_KUNIT_MAX_ITS, "only the first %d ITSs are checked",
+			    ITS_KUNIT_MAX_ITS);
+	for (i = 0; i < min(n, ITS_KUNIT_MAX_ITS); i++) {
+		its = boot[i];
 		/*
 		 * Parsed: the package's runner checks the machine it booted
 		 * against the topology from this line. Keep its
@@ -1074,8 +1357,6 @@ static void its_kunit_boot_its_on_node(struct kunit *test)
 		its_kunit_expect_tables_on_node(test, its, its->numa_node);
 		checked++;
 	}
-	if (list_empty(&its_nodes))
-		kunit_skip(test, "no ITS was probed at boot");
 	if (!checked)
 		kunit_skip(test, "no ITS with a NUMA node on a multi-node system");
 }

@@ -33,9 +33,12 @@ def stock_parser() -> Path:
 
 
 def mini_tree(tree: sources.Tree, dest: Path, files: list[str]) -> Path:
-    """A copy of the tree's Makefile and the given files: enough for the series."""
+    """A copy of the tree's Makefile and the given files that it has: enough for the
+    series."""
     for rel in ['Makefile'] + files:
         src = tree.path / rel
+        if not src.is_file():
+            continue
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dest / rel)
     return dest

@@ -1,14 +1,16 @@
 # SPDX-License-Identifier: GPL-2.0
-"""Mutants: small breakages of the installed kernel that the tests must catch.
+"""Mutants: small breakages of the kernel that the tests must catch.
 
 Each kunit/<suite>/mutants/<X.Y>/<name>.patch (caught by KUnit on an arm64
 kernel) and selftests/<test>/mutants/<X.Y>/<name>.patch (caught by the
-kselftest in an x86_64 guest) applies to a tree of version X.Y, and later
-ones until the next X.Y, that carries the package. The tree is never
-touched: a hard-linked copy beside it takes each mutant in turn, and
-builds in its own build dirs, laid out like the tree's so that ccache
-shares objects between them. Each kind first runs on the unmutated copy,
-which must pass.
+kselftest in an x86_64 guest) is a diff against the stock kernel of
+version X.Y (and later ones until the next X.Y), as a patch would be
+posted: it applies to the stock files, and the package's series is then
+installed on the result, as review does. A diff to a file the package
+adds (a suite) applies to the package's copy. The tree is never touched:
+a hard-linked copy beside it takes each mutant in turn, and builds in its
+own build dirs, laid out like the tree's so that ccache shares objects
+between them. Each kind first runs on the unmutated copy, which must pass.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from kloc.kunit.junit import KunitRun
 from kloc.qemu import topology
 from kloc.trees import linkcopy
 from kloc.atomicfile import write_text
-from kloc.series.patching import Contents, apply_patch, touched_files
+from kloc.series import install
+from kloc.series.changes import Change, load_series
+from kloc.series.patching import Contents, PatchError, apply_patch, touched_files
 from kloc.kunit.runner import Job, KunitError, build, run_topology
 from kloc.trees.sources import Tree
 from kloc.paths import PACKAGE_ROOT
@@ -156,9 +160,37 @@ class _Runner:
         return MutantOutcome(name, about, 'failed-otherwise', [r.why], secs)
 
 
+def installed_with(m: Mutant, tree: Tree, series: list[Change]) -> Contents:
+    """The files m touches as the tree would hold them with m applied to the stock
+    kernel (or to the package's own copy of a file the series adds) and the series
+    installed on top; MutantError names a mutant that does not apply."""
+    added = {a.dst: a.src for c in series for a in c.additions}
+    _, stock = install.pristine_reader(tree.path)
+    base: Contents = {}
+    for rel in touched_files(m.patch.read_text()):
+        base[rel] = added[rel].read_bytes() if rel in added else stock(rel)
+    try:
+        mutated = apply_patch(m.patch, base, m.name)
+    except PatchError as e:
+        raise MutantError(f'{m.patch}: does not apply to stock Linux {tree.version}: '
+                          f'{e}') from e
+
+    def read(rel: str) -> bytes | None:
+        return mutated[rel] if rel in mutated and rel not in added else stock(rel)
+    try:
+        final = install.plan_from(read, tree.path, tree.version, series).final
+    except install.InstallError as e:
+        raise MutantError(f'{m.patch}: the series does not install on top of it: '
+                          f'{e}') from e
+    return {rel: mutated[rel] if rel in added else final.get(rel, mutated[rel])
+            for rel in mutated}
+
+
 def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[MutantOutcome]:
-    # The mutants are written against the current series: the caller installs it.
+    # The tree carries the current series: the caller installs it.
     mutants = load(tree.version)
+    series = load_series()
+    planned = {m.name: installed_with(m, tree, series) for m in mutants}
     scratch = scratch_copy(tree, cache)
     if out.exists():
         shutil.rmtree(out)
@@ -182,7 +214,7 @@ def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[Mut
             progress.say(f'{name}: {base.verdict}')
             for m in (m for m in mutants if m.kind == kind):
                 state: Contents = dict(originals)
-                state.update(apply_patch(m.patch, state, m.name))
+                state.update(planned[m.name])
                 linkcopy.write(scratch.path, state)
                 o = attempt(m.name, m.about)
                 outcomes.append(o)
