@@ -283,8 +283,10 @@ class ChecksBeforeWriting(unittest.TestCase):
                      'rename to drivers/net/x.c\n', review.ReviewError,
                      'renames drivers/net/nosuch.c, which Linux .* does not have')
 
-    def test_checked_against_the_installed_state(self) -> None:
-        """A patch to a line the series adds applies, though the tree lacks it yet."""
+    def test_checked_as_posted_not_against_the_installed_state(self) -> None:
+        """A patch made against the tree as the install leaves it (a line added after one
+        the series adds) is refused: a patch applies as posted, to the stock files
+        (tests/test_review_stock.py)."""
         plan = install.plan(self.base.path, self.base.version, changes.load_series())
         rel = 'drivers/irqchip/irq-gic-v3-its.c'
         final = plan.final[rel]
@@ -301,13 +303,9 @@ class ChecksBeforeWriting(unittest.TestCase):
                 f'+{n},{len(before_ctx) + 2 + len(after_ctx)} @@\n'
                 + ''.join(' ' + x for x in before_ctx) + ' ' + line + '+/* more */\n'
                 + ''.join(' ' + x for x in after_ctx))
-        p = Path(self.tmp.name) / 'on-top.patch'
-        p.write_text(hunk)
-        before = self.snapshot()
-        checked = review.check(self.base, patch_input.load(p))
-        self.assertEqual(self.snapshot(), before)
-        assert checked.applied is not None
-        self.assertIn(line.encode() + b'/* more */\n', checked.applied.contents[rel] or b'')
+        self.refused(hunk, HunkError, r'drivers/irqchip/irq-gic-v3-its.c: hunk #1 \(at line '
+                     r'\d+\) does not apply; the patch was applied as posted, to the stock '
+                     r'files .* made against a tree with the package installed')
 
     def test_hand_edits_are_reviewed_as_they_are_and_recorded(self) -> None:
         """An edited driver (its hooks kept): the patch is checked against the edit,

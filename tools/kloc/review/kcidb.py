@@ -38,6 +38,7 @@ from kloc.kunit import ktap, runner
 from kloc.paths import QEMU_CONFIGS
 from kloc.qemu import topology
 from kloc.review.kcidb_schema import LOG_EXCERPT_MAX, MAJOR, MINOR, SHA1_RE
+from kloc.review import integrity
 from kloc.review.patch_input import PatchInfo
 from kloc.review.review import ALLOCATOR, NO_KTAP, ReviewOptions, ReviewOutcome, Statuses
 from kloc.trees.sources import Tree
@@ -191,15 +192,16 @@ class KunitLogs:
     tails: dict[str, list[str]] = field(default_factory=dict)      # runs with no KTAP
 
 
-def kunit_logs(run_dir: Path) -> KunitLogs:
+def kunit_logs(run_dir: Path, parser: Tree | None = None) -> KunitLogs:
     """The cases' logs and the consoles' tails of the runs in run_dir; a run that
-    cannot be read again gives none (its console's path is still recorded)."""
+    cannot be read again gives none (its console's path is still recorded). parser:
+    the tree whose kunit.py parser reads them (runner.load_run)."""
     logs = KunitLogs()
     for meta in sorted(run_dir.glob('*.meta.json')):
         topo = meta.name.removesuffix('.meta.json')
         logs.consoles[topo] = meta.with_name(f'{topo}.console')
         try:
-            r = runner.load_run(meta)
+            r = runner.load_run(meta, parser)
         except (KlocError, OSError, ValueError, KeyError):
             continue
         if not r.doc.found:
@@ -251,6 +253,18 @@ class _Ids:
         return f'{build_id}:{side + ":" if self.aa else ""}{topo}:{path}'
 
 
+# What the report, review.json and the KCIDB record say first of a review that ran
+# with REVIEW_PACKAGE=1 on a patch that changes the package's tests (integrity.py).
+PACKAGE_WARNING = 'REVIEW_PACKAGE=1: the patch changes the tests judging it'
+
+
+def package_notice(o: ReviewOutcome) -> Record:
+    """review.json's (and the patched checkout's) record of REVIEW_PACKAGE=1."""
+    warning = f'{PACKAGE_WARNING}: the verdict is not the package\'s tests\' alone'
+    return {'warning': warning, 'opted_in': integrity.OPT_IN,
+            'changed': [{'file': t.path, 'what': t.what} for t in o.package]}
+
+
 def _checkouts(o: ReviewOutcome, ids: _Ids) -> list[Record]:
     identity = source_identity(o.base)
     base_misc: Record = {'tree': str(o.base.path), 'tree_origin': o.base.origin,
@@ -261,10 +275,14 @@ def _checkouts(o: ReviewOutcome, ids: _Ids) -> list[Record]:
                  'comment': f'A/A: Linux {o.base.version} against itself', 'valid': True,
                  **identity, 'misc': dict(base_misc, side='base and patched (A/A)')}]
     p = o.patch
+    # REVIEW_PACKAGE=1: the first words of the comment, and the first of misc
+    package: Record = {'review_package': package_notice(o)} if o.package else {}
+    comment = f'{PACKAGE_WARNING}: {p.subject}' if o.package else p.subject
     patched: Record = {'id': ids.checkout('patched'), 'origin': ORIGIN,
-                       'patchset_hash': patchset_hash(p), 'comment': p.subject,
+                       'patchset_hash': patchset_hash(p), 'comment': comment,
                        'valid': True, **identity,
-                       'misc': dict(base_misc, side='patched', tree=str(o.patched.path),
+                       'misc': dict(package | base_misc, side='patched',
+                                    tree=str(o.patched.path),
                                     reused_cached_tree=o.reused, patch_file=str(p.path),
                                     patch_sha256=p.sha256, patches=p.mails,
                                     patched_files=list(p.files))}
@@ -415,7 +433,7 @@ def submission(o: ReviewOutcome, opts: ReviewOptions, run_id: str) -> Record:
         for side in SIDES:
             other = SIDES[1 - SIDES.index(side)]
             run_dir = opts.out / 'kunit' / side      # as review.run lays the runs out
-            logs = kunit_logs(run_dir)
+            logs = kunit_logs(run_dir, o.base)     # both sides: the base's parser
             mine = o.kunit_statuses.get(side, {})
             for arch in sorted({topology.get(t).arch for t in opts.topologies}):
                 b = _build(ids, side, trees[side], 'kunit', arch, 'kunit',

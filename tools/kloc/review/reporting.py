@@ -57,11 +57,18 @@ def render(o: ReviewOutcome, opts: ReviewOptions) -> str:
     subject = 'A/A: the base kernel against itself' if opts.aa or not o.patch \
         else o.patch.subject
     topo_name = opts.bench_topology
-    lines = ['kloc review', '']
+    # REVIEW_PACKAGE=1 on a patch that changes the tests: the first line says so
+    # (the third stays the patch's subject: cli.py titles the plot with it).
+    lines = [f'kloc review: {kcidb.PACKAGE_WARNING}' if o.package else 'kloc review', '']
     lines += textwrap.wrap(f'Patch: {subject}', WIDTH, subsequent_indent='  ')
     if o.patch and not opts.aa:
         lines.append(f'  {o.patch.path.name}, {o.patch.mails} mail(s), '
                      f'{len(o.patch.files)} file(s), sha256 {o.patch.sha256[:16]}')
+    if o.package:
+        lines.append('  The verdict is not the package\'s tests\' alone: the patch changes')
+        for changed in o.package:
+            lines += textwrap.wrap(str(changed), WIDTH, initial_indent='    ',
+                                   subsequent_indent='      ')
     lines += [f'Base:    Linux {o.base.version} ({o.base.origin} tree)']
     if o.dirty:
         lines += textwrap.wrap('Base tree has uncommitted edits (reviewed as they are): '
@@ -125,6 +132,8 @@ def to_json(o: ReviewOutcome, opts: ReviewOptions,
             run_id: str | None = None) -> dict[str, object]:
     """run_id: the KCIDB ids' part for this report; a new one (kcidb.new_run_id) if None."""
     return {
+        # first: REVIEW_PACKAGE=1 on a patch that changes the tests (else null)
+        'review_package': kcidb.package_notice(o) if o.package else None,
         'patch': None if not o.patch or opts.aa else {
             'file': str(o.patch.path), 'subject': o.patch.subject, 'sha256': o.patch.sha256,
             'files': list(o.patch.files), 'mails': o.patch.mails},
