@@ -16,13 +16,38 @@ FORCE      ?=
 PYTHON     ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 export KLOC_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kloc
 
-KLOC  = PYTHONPATH='$(CURDIR)/tools' $(PYTHON) -m kloc
-# A value as one shell word, whatever it holds (spaces, quotes).
+# A value as one shell word, whatever it holds (spaces, quotes, $, `): every recipe
+# passes user values only through q.
 q = '$(subst ','\'',$(1))'
+KLOC  = PYTHONPATH=$(call q,$(CURDIR)/tools) $(call q,$(PYTHON)) -m kloc
+# OUT made and marked as kloc's (for make clean) before a script writes in it.
+MARK_OUT = $(KLOC) out --out $(call q,$(OUT)) >/dev/null
+# make stops with the message $(1), if there is one.
+refuse = $(if $(strip $(1)),$(error $(strip $(1))))
 # --flag 'VALUE' when the variable is set; the defaults live in tools/kloc/defaults.py.
+# kloc reads FORCE, AA and RUN strictly (1, or 0 or nothing), and every number.
 opt = $(if $(2),$(1) $(call q,$(2)))
-FORCE_OPT = $(if $(filter-out 0,$(FORCE)),--force)
-TREE  = $(call opt,--kernel,$(KERNEL)) $(call opt,--kdir,$(KDIR)) $(FORCE_OPT)
+TREE  = $(call opt,--kernel,$(KERNEL)) $(call opt,--kdir,$(KDIR)) $(call opt,--force,$(FORCE))
+
+# A value with a newline would end a recipe's command line: refused, in one line.
+define newline
+
+
+endef
+USER_VARIABLES = KERNEL KDIR OUT TOPOLOGIES JOBS TIMEOUT RUNS ALPHA SECONDS MDE COUNTED \
+	FORCE ARCH ALLOC TOPOLOGY PATCH AA REVIEW_PACKAGE RUN V LAVA_URL LAVA_TOKEN_FILE LAVA_ARTIFACTS_URL \
+	LAVA_INSECURE_HTTP REPEATS AA_RUNS AA_SECONDS KLOC_CACHE PYTHON
+$(foreach v,$(USER_VARIABLES),$(if $(findstring $(newline),$($(v))),$(error \
+	$(v)=$(subst $(newline),\n,$($(v))) holds a newline: give $(v)= a value on one line)))
+# V (make check-tools) is make's own yes-or-no: 1, or 0 or nothing.
+empty :=
+space := $(empty) $(empty)
+ifneq ($(filter-out x x0 x1,x$(subst $(space),_,$(V))),)
+$(error V=$(V) is not 0 or 1: give V=1 for a line per test module, class or test, or V=0 \
+	(or nothing) for none)
+endif
+# make -n: recipes are shown, and nothing of theirs runs (not even make clean's check).
+DRY_RUN = $(findstring n,$(filter-out -%,$(firstword $(MAKEFLAGS))))
 NUMBERS = $(call opt,--timeout,$(TIMEOUT)) $(call opt,--runs,$(RUNS)) \
 	$(call opt,--seconds,$(SECONDS)) $(call opt,--alpha,$(ALPHA)) $(call opt,--mde,$(MDE)) \
 	$(call opt,--counted,$(COUNTED))
@@ -54,12 +79,17 @@ help:
 	@echo '  make report      merge $$(OUT)/kunit into junit.xml and print the summary'
 	@echo '  make check-tools unit tests of tools/'
 	@echo '  make lint        checkpatch --strict, W=1 and sparse, mypy --strict, flake8, shellcheck'
-	@echo '  make clean       remove $$(OUT)'
+	@echo '  make clean       remove what kloc wrote in $$(OUT) (all of it, if kloc made it)'
 	@echo
-	@echo "Variables: KERNEL=$(or $(KERNEL),(default: $$($(KLOC) registry default); review: the newest)) KDIR=$(KDIR) OUT=$(OUT) TOPOLOGIES=$(TOPOLOGIES)"
-	@echo '           KLOC_CACHE=$(KLOC_CACHE) ARCH= ALLOC= TOPOLOGY= (guest, compare, review)'
-	@echo '           PATCH= AA=1 (review) FORCE=1 (replace or restore files edited by hand)'
+	@printf 'Variables: KERNEL=%s KDIR=%s OUT=%s TOPOLOGIES=%s\n' \
+		$(if $(KERNEL),$(call q,$(KERNEL)),"(default: $$($(KLOC) registry default); review: the newest)") \
+		$(call q,$(KDIR)) $(call q,$(OUT)) $(call q,$(TOPOLOGIES))
+	@printf '           KLOC_CACHE=%s ARCH= ALLOC= TOPOLOGY= (guest, compare, review)\n' \
+		$(call q,$(KLOC_CACHE))
+	@echo '           PATCH= AA=1 REVIEW_PACKAGE=1 (review) FORCE=1 (replace or restore files edited by hand)'
 	@echo '           LAVA_URL= LAVA_TOKEN_FILE= (or LAVA_TOKEN=) LAVA_ARTIFACTS_URL= (compare, review: timed runs in a LAVA lab)'
+	@echo '           LAVA_INSECURE_HTTP=1 (plain http to a LAVA host that is not this machine)'
+	@echo '           yes-or-no variables (FORCE, AA, REVIEW_PACKAGE, RUN, V) take 1, or 0 or nothing'
 	@echo
 	@echo 'Numeric options and their defaults, per command:'
 	@$(KLOC) defaults
@@ -98,19 +128,21 @@ compare: deps
 		$(call opt,--topology,$(TOPOLOGY)) $(NUMBERS) $(LAB) --out $(call q,$(OUT))
 
 review: deps
-	@$(KLOC) review $(TREE) $(call opt,--patch,$(PATCH)) $(if $(AA),--aa) \
+	@$(KLOC) review $(TREE) $(call opt,--patch,$(PATCH)) $(call opt,--aa,$(AA)) \
+		$(call opt,--review-package,$(REVIEW_PACKAGE)) \
 		$(call opt,--topologies,$(TOPOLOGIES)) $(call opt,--bench-topology,$(TOPOLOGY)) \
 		$(NUMBERS) $(LAB) --jobs $(call q,$(JOBS)) --out $(call q,$(OUT))
 
 # A benchmark, not a test: the share of A/A reviews that call a difference.
 bench-aa: deps
-	@OUT=$(call q,$(OUT)) PYTHON=$(PYTHON) KERNEL=$(call q,$(KERNEL)) \
+	@$(MARK_OUT) && OUT=$(call q,$(OUT)) PYTHON=$(call q,$(PYTHON)) KERNEL=$(call q,$(KERNEL)) \
 		REPEATS=$(call q,$(or $(REPEATS),20)) RUNS=$(call q,$(or $(AA_RUNS),6)) \
 		AA_SECONDS=$(call q,$(or $(AA_SECONDS),1)) ALPHA=$(call q,$(or $(ALPHA),0.05)) \
 		tools/bench-aa.sh
 
 kselftest: deps
-	@OUT=$(call q,$(OUT)) PYTHON=$(PYTHON) KERNEL=$(call q,$(KERNEL)) tools/kselftest-host.sh
+	@$(MARK_OUT) && OUT=$(call q,$(OUT)) PYTHON=$(call q,$(PYTHON)) KERNEL=$(call q,$(KERNEL)) \
+		tools/kselftest-host.sh
 
 mutants: deps
 	@$(KLOC) mutants $(TREE) --out $(call q,$(OUT)) --jobs $(call q,$(JOBS)) \
@@ -125,7 +157,7 @@ known-failures: deps
 lava: deps
 	@$(KLOC) lava $(TREE) --out $(call q,$(OUT)) $(call opt,--topologies,$(TOPOLOGIES)) \
 		$(call opt,--timeout,$(TIMEOUT)) $(call opt,--seconds,$(SECONDS)) \
-		$(call opt,--artifacts-url,$(LAVA_ARTIFACTS_URL)) $(if $(filter-out 0,$(RUN)),--run)
+		$(call opt,--artifacts-url,$(LAVA_ARTIFACTS_URL)) $(call opt,--run,$(RUN))
 
 report:
 	@$(KLOC) report --out $(call q,$(OUT))
@@ -138,20 +170,24 @@ run: deps
 		>/dev/null || rc=1; \
 	$(KLOC) mutants $(TREE) --out $(call q,$(OUT)) --jobs $(call q,$(JOBS)) \
 		$(call opt,--timeout,$(TIMEOUT)) || rc=1; \
-	OUT=$(call q,$(OUT)) PYTHON=$(PYTHON) KERNEL=$(call q,$(KERNEL)) tools/kselftest-host.sh \
-		>/dev/null || rc=1; \
+	{ $(MARK_OUT) && OUT=$(call q,$(OUT)) PYTHON=$(call q,$(PYTHON)) KERNEL=$(call q,$(KERNEL)) \
+		tools/kselftest-host.sh >/dev/null; } || rc=1; \
 	echo; $(KLOC) report --out $(call q,$(OUT)) || rc=1; \
 	exit $$rc
 
 check-tools:
-	@cd tools && $(PYTHON) -m tests.run --jobs $(call q,$(JOBS)) $(if $(V),-v)
+	@cd tools && $(call q,$(PYTHON)) -m tests.run --jobs $(call q,$(JOBS)) $(if $(filter 1,$(V)),-v)
 
 lint: deps
-	@OUT=$(call q,$(OUT)) PYTHON=$(PYTHON) tools/lint.sh
+	@$(MARK_OUT) && OUT=$(call q,$(OUT)) PYTHON=$(call q,$(PYTHON)) tools/lint.sh
 
 test: deps
-	@OUT=$(call q,$(OUT)) PYTHON=$(PYTHON) JOBS=$(call q,$(JOBS)) \
+	@$(MARK_OUT) && OUT=$(call q,$(OUT)) PYTHON=$(call q,$(PYTHON)) JOBS=$(call q,$(JOBS)) \
 		TIMEOUT=$(call q,$(TIMEOUT)) tools/make-test.sh
 
+# Removes only what kloc wrote in OUT (kloc clean): OUT whole if kloc made it, else
+# kloc's outputs. A symlink, or a folder kloc did not mark, is refused; the check runs
+# as the recipe is expanded, so that the refusal is make's one error line.
 clean:
-	rm -rf $(call q,$(OUT))
+	@$(if $(DRY_RUN),,$(call refuse,$(shell $(KLOC) clean --check --out $(call q,$(OUT)) 2>&1 >/dev/null)))
+	@$(KLOC) clean --out $(call q,$(OUT))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from kloc import defaults, lava_kcidb, progress
+from kloc import defaults, lava_kcidb, paths, progress
 from kloc.bench import compare, counted as counted_runs, interleave, plot, stats
 from kloc.guests import guest
 from kloc.kunit import junit, known, runner, suites, summary
@@ -36,6 +36,17 @@ from kloc.paths import cache_dir
 
 def _tree(args: argparse.Namespace) -> Tree:
     return resolve(args.kernel, args.kdir, cache_dir())
+
+
+def _out(args: argparse.Namespace) -> Path:
+    """OUT, made and marked as kloc's (for make clean): once the command's inputs are
+    checked, before it writes results."""
+    return paths.mark_out(Path(args.out))
+
+
+def _topologies(args: argparse.Namespace) -> tuple[str, ...]:
+    """TOPOLOGIES (checked by the parser), or every topology when it is empty."""
+    return tuple(args.topologies.split(',')) if args.topologies else tuple(topology.TOPOLOGIES)
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
@@ -85,7 +96,7 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
 def cmd_patches(args: argparse.Namespace) -> int:
     tree = _tree(args)
     plan = install.plan(tree.path, tree.version, changes.load_series())
-    out = Path(args.out) / 'patches' / tree.label
+    out = _out(args) / 'patches' / tree.label
     written = mail.export(plan, out, str(tree.version))
     for p in written:
         print(p)
@@ -106,6 +117,7 @@ def cmd_added_lines(args: argparse.Namespace) -> int:
 def report(out: Path) -> int:
     kout = out / 'kunit'
     runs = runner.load_runs(kout)
+    kout = paths.mark_out(out) / 'kunit'
     kout.mkdir(parents=True, exist_ok=True)
     write_text(kout / 'junit.xml', junit.to_xml(runs))
     text = summary.render(runs)
@@ -118,14 +130,11 @@ def report(out: Path) -> int:
 
 def cmd_kunit(args: argparse.Namespace) -> int:
     tree = _tree(args)
-    names = [t for t in args.topologies.split(',') if t] if args.topologies \
-        else list(topology.TOPOLOGIES)
-    for n in names:
-        topology.get(n)
+    names = _topologies(args)
     install_into(tree, args)
     cache = cache_dir()
-    out = Path(args.out).resolve()
-    job = runner.Job(tree, out / 'kunit' / tree.label, tuple(names), args.jobs,
+    out = _out(args)
+    job = runner.Job(tree, out / 'kunit' / tree.label, names, args.jobs,
                      args.timeout, cache)
     runner.run(job)
     return report(out)
@@ -135,7 +144,7 @@ def cmd_known_failures(args: argparse.Namespace) -> int:
     tree = _tree(args)
     fixcheck.entries_of(tree)       # nothing to check: say so before installing
     install_into(tree, args)
-    checks = fixcheck.run(tree, cache_dir(), Path(args.out).resolve() / 'known-failures',
+    checks = fixcheck.run(tree, cache_dir(), _out(args) / 'known-failures',
                           args.jobs, args.timeout)
     print(fixcheck.render(checks), end='')
     return 0 if all(c.ok for c in checks) else 1
@@ -156,6 +165,7 @@ def cmd_mutants(args: argparse.Namespace) -> int:
     if dirty:
         progress.say(f'FORCE=1: the mutants run on a tree with edits to {", ".join(dirty)}')
     install_into(tree, args)
+    _out(args)
     outcomes = mutants.run(tree, cache_dir(), out, args.jobs, args.timeout)
     text = mutants.render(outcomes)
     write_text(out / 'summary.txt', text)
@@ -177,7 +187,7 @@ def cmd_guest(args: argparse.Namespace) -> int:
     topo = topology.get(args.topology)
     if topo.arch != args.arch:
         raise topology.TopologyError(f'topology {topo.name} is {topo.arch}, not {args.arch}')
-    out = Path(args.out).resolve() / 'guest' / g.name
+    out = _out(args) / 'guest' / g.name
     out.mkdir(parents=True, exist_ok=True)
     install_into(tree, args)
     guest.build(g, out)
@@ -225,7 +235,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
                                   args.a, args.b, args.runs, args.seconds, args.alpha,
                                   args.timeout, out, args.mde, args.counted, _runner(args))
     _check_counted(args.counted)
+    for allocator in (args.a, args.b):      # SLAB on 6.8+: before anything is written
+        guest.check(guest.Guest(tree, args.arch, allocator))
     install_into(tree, args)
+    _out(args)
     print(compare.run(tree, opts), end='')
     print(f'Files: {out}/compare.txt, compare.json, compare.svg; runs in {out}/runs.jsonl')
     return 0
@@ -237,20 +250,20 @@ def cmd_review(args: argparse.Namespace) -> int:
                                  'base kernel against itself')
     patch = patch_input.load(Path(args.patch)) if args.patch else None
     tree = _tree(args)
-    names = tuple(t for t in args.topologies.split(',') if t) if args.topologies \
-        else tuple(topology.TOPOLOGIES)
-    for n in names + (args.bench_topology,):
-        topology.get(n)
+    names = _topologies(args)
+    topology.get(args.bench_topology)
     name = f'aa-{args.tag}' if args.aa else \
         f'{Path(args.patch).stem[:40]}-{patch.sha256[:8] if patch else ""}'
     out = Path(args.out).resolve() / 'review' / name
     opts = review.ReviewOptions(names, args.bench_topology, args.runs, args.seconds, args.alpha,
                                 args.timeout, args.jobs, out, kunit=not args.no_kunit, aa=args.aa,
                                 force=args.force, mde=args.mde, counted=args.counted,
-                                runner=_runner(args))
+                                runner=_runner(args), review_package=args.review_package)
     _check_counted(args.counted)
-    checked = review.check(tree, None if args.aa else patch, args.force)
+    checked = review.check(tree, None if args.aa else patch, args.force,
+                           args.review_package)
     guest.check_space(cache_dir())
+    _out(args)
     outcome = review.run(tree, patch, opts, cache_dir(), checked)
     text = reporting.render(outcome, opts)
     write_text(out / 'report.txt', text)
@@ -266,14 +279,11 @@ def cmd_review(args: argparse.Namespace) -> int:
 def cmd_lava(args: argparse.Namespace) -> int:
     """Write the LAVA jobs; with --run, run them here with lava-run and read them back."""
     tree = _tree(args)
-    names = tuple(t for t in args.topologies.split(',') if t) if args.topologies \
-        else tuple(topology.TOPOLOGIES)
-    for n in names:
-        topology.get(n)
-    out = Path(args.out).resolve()
-    lava_dir = out / 'lava' / tree.label
+    names = _topologies(args)
     if args.run:
         lava_local.lava_run()       # missing: say so before anything is written
+    out = _out(args)
+    lava_dir = out / 'lava' / tree.label
     kunit_timeout = args.timeout or int(defaults.value('timeout', 'kunit'))
     guest_timeout = args.timeout or int(defaults.value('timeout', 'guest'))
     lava_export.write(lava_export.Request(tree, cache_dir(), lava_dir, names, kunit_timeout,
@@ -303,6 +313,30 @@ def cmd_report(args: argparse.Namespace) -> int:
     return report(Path(args.out))
 
 
+def cmd_out(args: argparse.Namespace) -> int:
+    """Make OUT and mark it as kloc's (the scripts' make targets, before they write
+    there), and print its path."""
+    print(_out(args))
+    return 0
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    """Remove what kloc wrote in OUT: the folder, if kloc made it, else kloc's outputs
+    in it; refuse a symlink, or a folder kloc did not mark."""
+    if args.check:
+        paths.check_out(args.out)
+        return 0
+    removed, kept = paths.clean_out(args.out)
+    if not removed and not kept:
+        progress.say(f'nothing to clean in OUT={defaults.shown(args.out)}')
+    if removed:
+        progress.say('removed ' + ', '.join(removed))
+    if kept:
+        progress.say(f'kept {", ".join(kept)} in OUT={defaults.shown(args.out)}: they were '
+                     'there before kloc first wrote in it')
+    return 0
+
+
 def _interrupted(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -311,10 +345,11 @@ class _Parser(argparse.ArgumentParser):
     """Usage errors on one line, exit 2, like every other kloc error."""
 
     def error(self, message: str) -> NoReturn:
-        m = re.match(r"argument --(\w+): invalid \w+ value: '(.*)'", message)
-        if m and m.group(1) in defaults.BY_DEST:
-            o = defaults.BY_DEST[m.group(1)]
-            message = f'{o.make}={m.group(2)} is not a number ({o.about})'
+        # A value refused by its type (defaults.number, boolean, one_line; TOPOLOGIES)
+        # names its Make variable: the option's name adds nothing.
+        m = re.match(r'argument --[\w-]+: ([A-Z_]+=.*)', message, re.DOTALL)
+        if m:
+            message = m.group(1)
         self.exit(2, f'{self.prog}: error: {message} (see --help)\n')
 
 
@@ -343,9 +378,39 @@ def _check_counted(counted: int) -> None:
 def option(sp: argparse.ArgumentParser, command: str, dest: str) -> None:
     """A numeric option shared by several commands, from the one table of defaults."""
     o = defaults.BY_DEST[dest]
-    sp.add_argument(f'--{dest}', type=int if o.integer else float,
+    sp.add_argument(f'--{dest}', type=defaults.number(dest, command),
                     default=(int if o.integer else float)(defaults.value(dest, command)),
                     help=f'{o.about} (make: {o.make}=)')
+
+
+def _topologies_type(text: str) -> str:
+    """TOPOLOGIES: comma-separated topology names, each once; empty for all of them."""
+    names = text.split(',')
+    known = ', '.join(topology.TOPOLOGIES)
+    given = f'TOPOLOGIES={defaults.shown(text)}'
+    fix = f'give one or more of {known}, comma-separated, or TOPOLOGIES= (nothing) for all'
+    if not text:
+        return text
+    if not any(names):
+        raise argparse.ArgumentTypeError(f'{given} names no topology: {fix}')
+    if '' in names:
+        raise argparse.ArgumentTypeError(f'{given} has an empty name between commas: {fix}')
+    for n in names:
+        if n not in topology.TOPOLOGIES:
+            raise argparse.ArgumentTypeError(f'{given} names {defaults.shown(n)}, which is '
+                                             f'not a topology: {fix}')
+        if names.count(n) > 1:
+            raise argparse.ArgumentTypeError(f'{given} names {n} twice: {fix}')
+    return text
+
+
+def _boolean(sp: argparse.ArgumentParser, flag: str, make: str, text: str,
+             default: str = '') -> None:
+    """A yes-or-no option: --flag alone is yes; --flag 1, 0 or '' as make passes
+    NAME=; anything else is refused (defaults.boolean)."""
+    sp.add_argument(f'--{flag}', nargs='?', const=True, default=default,
+                    type=defaults.boolean(make, text), metavar='1|0',
+                    help=f'{text} (make: {make}=1)')
 
 
 def cmd_registry(args: argparse.Namespace) -> int:
@@ -398,19 +463,19 @@ def _tree_opts(sp: argparse.ArgumentParser, kernel: str) -> None:
                     help='Debian linux-source version: ' + ' or '.join(kernels.names())
                     + f' (default {kernel})')
     sp.add_argument('--kdir', default=os.environ.get('KDIR', ''),
+                    type=defaults.one_line('KDIR'),
                     help='your own kernel tree (wins over --kernel)')
-    sp.add_argument('--force', action='store_true',
-                    default=os.environ.get('FORCE', '') not in ('', '0'),
-                    help='overwrite or restore files edited by hand (their copies '
-                    'are saved under KLOC_CACHE/dropped-edits)')
+    _boolean(sp, 'force', 'FORCE', 'overwrite or restore files edited by hand (their copies '
+             'are saved under KLOC_CACHE/dropped-edits)', os.environ.get('FORCE', ''))
 
 
 def _out_opt(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument('--out', default='out', help='where results go (make: OUT=)')
+    sp.add_argument('--out', default='out', type=defaults.one_line('OUT', empty=False),
+                    help='where results go (make: OUT=)')
 
 
 def _kunit_opts(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument('--topologies', default='',
+    sp.add_argument('--topologies', default='', type=_topologies_type,
                     help='comma-separated; default: all of ' + ','.join(topology.TOPOLOGIES))
 
 
@@ -447,28 +512,30 @@ def _lab_opts(sp: argparse.ArgumentParser) -> None:
 
 def _review_opts(sp: argparse.ArgumentParser) -> None:
     sp.add_argument('--patch', default='', help='a -p1 diff, git format-patch mail or mbox')
-    sp.add_argument('--aa', action='store_true', help='the base against itself (A/A)')
+    _boolean(sp, 'aa', 'AA', 'review the base kernel against itself (A/A)')
     sp.add_argument('--tag', default='0', help='names an A/A review\'s output dir')
-    sp.add_argument('--topologies', default='',
+    sp.add_argument('--topologies', default='', type=_topologies_type,
                     help='KUnit topologies; default: all of ' + ','.join(topology.TOPOLOGIES))
     sp.add_argument('--bench-topology', default='x86_64_2n')
     sp.add_argument('--no-kunit', action='store_true', help='the loopback A/B only')
+    _boolean(sp, 'review-package', 'REVIEW_PACKAGE', 'review a patch that changes the '
+             'package\'s tests or hooks, or KUnit (the report says so first)')
     _lab_opts(sp)
 
 
 def _lava_opts(sp: argparse.ArgumentParser) -> None:
     _kunit_opts(sp)
-    sp.add_argument('--timeout', type=int, default=None,
+    sp.add_argument('--timeout', type=defaults.number('timeout', 'lava'), default=None,
                     help='seconds a job\'s test may take (default: '
                     f'{defaults.value("timeout", "kunit")} for KUnit, '
                     f'{defaults.value("timeout", "guest")} for the kselftest; make: TIMEOUT=)')
-    sp.add_argument('--seconds', type=float, default=float(defaults.value('seconds', 'guest')),
+    sp.add_argument('--seconds', type=defaults.number('seconds', 'lava'),
+                    default=float(defaults.value('seconds', 'guest')),
                     help='each kselftest phase\'s measuring time (make: SECONDS=)')
     sp.add_argument('--artifacts-url', default='',
                     help='where artifacts/ is published for a lab (default: file:// URLs; '
                     'make: LAVA_ARTIFACTS_URL=)')
-    sp.add_argument('--run', action='store_true',
-                    help='run the jobs here with lava-run and read the results back (make: RUN=1)')
+    _boolean(sp, 'run', 'RUN', 'run the jobs here with lava-run and read the results back')
     sp.add_argument('--compare', action='store_true',
                     help='with --run: compare with make kunit\'s runs in OUT/kunit and with '
                     'direct boots of the guests')
@@ -492,6 +559,11 @@ def _registry_opts(sp: argparse.ArgumentParser) -> None:
     sp.add_argument('arch', nargs='?', default='arm64',
                     help='the arch (cross), or the kernel (make-test-topologies, '
                     'known-failures)')
+
+
+def _clean_opts(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument('--check', action='store_true',
+                    help='only say whether make clean may remove OUT (exit 2 if not)')
 
 
 Adder = Callable[[argparse.ArgumentParser], None]
@@ -544,6 +616,11 @@ COMMANDS = (
             extra=_fetch_source_opts),
     Command('defaults', cmd_defaults, 'every option\'s default, as make help shows them',
             tree=False, out=False),
+    Command('out', cmd_out, 'make OUT, marked as kloc\'s for make clean; print its path',
+            tree=False),
+    Command('clean', cmd_clean, 'remove what kloc wrote in OUT (all of it, if kloc made '
+            'it); refuse a symlink or a folder kloc did not mark', tree=False,
+            extra=_clean_opts),
 )
 
 

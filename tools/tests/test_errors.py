@@ -19,6 +19,7 @@ import unittest
 from dataclasses import dataclass
 from pathlib import Path
 
+from kloc import paths
 from kloc.series import changes, install
 from kloc.version import KernelVersion
 
@@ -169,6 +170,158 @@ class ErrorMessageTest(unittest.TestCase):
                 self.assertFalse(out.exists(), f'{name}: wrote {out} before refusing')
                 self.assertFalse((self.tmp / 'cache').exists(),
                                  f'{name}: touched the cache before refusing')
+
+    def test_options_that_would_mean_something_else_are_refused(self) -> None:
+        out = self.tmp / 'strict-out'
+        for name, args, expect in (
+                ('FORCE=no (make install)', ('install', '--kdir', str(self.tree), '--force',
+                                             'no'), 'FORCE=no is not 0 or 1'),
+                ('AA=yes (make review)', ('review', '--aa', 'yes'), 'AA=yes is not 0 or 1'),
+                ('RUN=true (make lava)', ('lava', '--run', 'true'), 'RUN=true is not 0 or 1'),
+                ('TOPOLOGIES=,, (make kunit)', ('kunit', '--topologies', ',,'),
+                 'TOPOLOGIES=,, names no topology'),
+                ('TOPOLOGIES=,, (make lava)', ('lava', '--topologies', ',,'),
+                 'TOPOLOGIES=,, names no topology'),
+                ('TIMEOUT=5_0 (make kunit)', ('kunit', '--timeout', '5_0'),
+                 'TIMEOUT=5_0 is not a number'),
+                ('RUNS=\u0663 (make compare)', ('compare', '--runs', '\u0663'),
+                 'RUNS=\u0663 is not a number'),
+                ('SECONDS=1e-9 (make guest)', ('guest', '--seconds', '1e-9'),
+                 'SECONDS=1e-9 is not a number'),
+                ('SECONDS=0.01 (make review)', ('review', '--aa', '--seconds', '0.01'),
+                 'SECONDS=0.01 is out of range: it must be >= 0.1'),
+                ('KDIR with a newline (make tree)', ('tree', '--kdir', 'a\nb'),
+                 'KDIR=a\\nb holds a newline')):
+            with self.subTest(name=name):
+                self.run_case(Case(name, args + (('--out', str(out)) if args[0] != 'tree'
+                                                 and args[0] != 'install' else ()), expect))
+                self.assertFalse(out.exists(), f'{name}: wrote {out} before refusing')
+        self.assertEqual(install.managed_files(self.tree), set())
+        r = self.run_case(Case('OUT with a newline (make report)', ('report', '--out', 'a\nb'),
+                               'OUT=a\\nb holds a newline'))
+        self.assertNotIn('\n', r)
+
+    def test_clean_removes_nothing_kloc_did_not_make(self) -> None:
+        mine = self.tmp / 'clean-mine'
+        (mine / 'kunit').mkdir(parents=True)
+        link = self.tmp / 'clean-link'
+        link.symlink_to(mine)
+        for name, args, expect in (
+                ('OUT kloc did not mark (make clean)', ('clean', '--out', str(mine)),
+                 f'has no {paths.OUT_MARKER}'),
+                ('OUT is a symlink (make clean)', ('clean', '--out', f'{link}/'),
+                 'is a symlink'),
+                ('OUT is a symlink (make clean, the check)',
+                 ('clean', '--check', '--out', str(link)), 'is a symlink')):
+            with self.subTest(name=name):
+                self.run_case(Case(name, args, expect))
+                self.assertTrue((mine / 'kunit').is_dir())
+        (mine / paths.OUT_MARKER).write_text('garbage')
+        self.run_case(Case('OUT marker damaged (make clean)', ('clean', '--out', str(mine)),
+                           'is damaged'))
+        self.assertTrue((mine / 'kunit').is_dir())
+
+    def test_damaged_journal(self) -> None:
+        tree = self.tmp / 'journal-damaged'
+        shutil.copytree(self.tree, tree)
+        install.set_fault(8, 'fail')
+        try:
+            with self.assertRaises(OSError):
+                install.install(tree, self.version, SERIES)
+        finally:
+            install.set_fault(None)
+        journal = tree / install.STATE_DIR / install.JOURNAL
+        for text in ('[1,2]', '{"files":{"mm/Kconfig":{"after":null}}}', 'garbage'):
+            journal.write_text(text)
+            for cmd in ('install', 'uninstall'):
+                with self.subTest(journal=text, cmd=cmd):
+                    msg = self.run_case(Case(f'journal is {text} (make {cmd})',
+                                             (cmd, '--kdir', str(tree)), 'FORCE=1'))
+                    self.assertIn(str(journal), msg)
+
+    def test_state_naming_a_path_outside_the_tree(self) -> None:
+        import json
+        tree = self.tmp / 'state-escape'
+        shutil.copytree(self.tree, tree)
+        install.install(tree, self.version, SERIES)
+        victim = self.tmp / 'escape-victim'
+        victim.write_text('not the tree\'s\n')
+        manifest = tree / install.STATE_DIR / install.MANIFEST
+        doc = json.loads(manifest.read_text())
+        doc['files']['../escape-victim'] = {'original': None, 'installed': None, 'mode': None}
+        manifest.write_text(json.dumps(doc))
+        for cmd in ('uninstall', 'install'):
+            msg = self.run_case(Case(f'manifest names ../escape-victim (make {cmd})',
+                                     (cmd, '--kdir', str(tree)), '../escape-victim'))
+            self.assertIn(str(manifest), msg)
+            self.assertTrue(victim.exists(), f'{cmd} deleted a file outside the tree')
+
+    def test_tree_busy_without_waiting(self) -> None:
+        from kloc.series import treelock
+        tree = self.tmp / 'busy'
+        shutil.copytree(self.tree, tree)
+        with treelock.held(tree, 'install'):
+            self.run_case(Case('another command writes the tree, KLOC_WAIT=0 (make install)',
+                               ('install', '--kdir', str(tree)),
+                               'another kloc command is writing this tree',
+                               env=(('KLOC_WAIT', '0'),)))
+        self.assertFalse(install.is_installed(tree))
+        self.run_case(Case('KLOC_WAIT=no (make install)', ('install', '--kdir', str(tree)),
+                           'KLOC_WAIT=no is not 0 or 1', env=(('KLOC_WAIT', 'no'),)))
+
+    def test_lock_is_a_symlink(self) -> None:
+        from kloc.series import treelock
+        tree = self.tmp / 'lock-link'
+        shutil.copytree(self.tree, tree)
+        victim = self.tmp / 'lock-victim'
+        victim.write_text('precious\n')
+        (tree / install.STATE_DIR).mkdir()
+        (tree / install.STATE_DIR / treelock.LOCK).symlink_to(victim)
+        msg = self.run_case(Case('.kloc/lock is a symlink (make install)',
+                                 ('install', '--kdir', str(tree)), 'is a symlink'))
+        self.assertIn(str(tree / install.STATE_DIR / treelock.LOCK), msg)
+        self.assertEqual(victim.read_text(), 'precious\n')
+
+    def test_damaged_run_results(self) -> None:
+        """make report on a meta.json that is not one make kunit wrote: one line naming it;
+        nothing from it is run (tests/test_result_trust.py)."""
+        import json
+        for name, data in (('garbage', 'garbage\n'),
+                           ('seconds a string', json.dumps(
+                               {'kernel': 'linux-6.12.1', 'topology': 'arm64_1n',
+                                'seconds': 'x', 'kunit_dir': str(self.tmp)})),
+                           ('kunit_dir a planted folder', json.dumps(
+                               {'kernel': 'linux-6.12.1', 'topology': 'arm64_1n',
+                                'seconds': 1, 'kunit_dir': str(self.tmp / 'tools' / 'testing'
+                                                               / 'kunit')}))):
+            out = self.tmp / f'results-{name.replace(" ", "-")}'
+            meta = out / 'kunit' / 'linux-6.12.1' / 'arm64_1n.meta.json'
+            meta.parent.mkdir(parents=True)
+            meta.write_text(data)
+            msg = self.run_case(Case(f'meta.json: {name} (make report)',
+                                     ('report', '--out', str(out)), 'run make kunit again'))
+            self.assertIn(str(meta), msg)
+
+    def test_a_patch_to_the_packages_tests(self) -> None:
+        """make review PATCH= that changes the package's suite: refused before anything,
+        naming the file and REVIEW_PACKAGE=1 (tests/test_review_integrity.py)."""
+        import difflib
+        rel = 'mm/tests/percpu_locality_kunit.c'
+        final = install.plan(self.tree, self.version, SERIES).final[rel]
+        assert final is not None
+        old = final.decode()
+        patch = self.tmp / 'void-the-suite.patch'
+        patch.write_text(''.join(difflib.unified_diff(
+            old.splitlines(keepends=True),
+            old.replace('KUNIT_EXPECT_', '(void)').splitlines(keepends=True),
+            f'a/{rel}', f'b/{rel}')))
+        out = self.tmp / 'review-out'
+        msg = self.run_case(Case('PATCH= changes the package\'s suite (make review)',
+                                 ('review', '--patch', str(patch), '--kdir', str(self.tree),
+                                  '--out', str(out)), 'REVIEW_PACKAGE=1'))
+        self.assertIn(rel, msg)
+        self.assertFalse(out.exists())
+        self.assertFalse(install.is_installed(self.tree))
 
 
 if __name__ == '__main__':

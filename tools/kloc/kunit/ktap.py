@@ -219,7 +219,12 @@ def _clean(line: str) -> str:
 
 
 def parse(text: str, where: Path) -> Document:
-    """The results in a console log, read by the kunit_parser in directory where."""
+    """The results in a console log, read by the kunit_parser in directory where.
+
+    where's kunit_parser.py is imported, that is run: it must be the kunit.py
+    directory of a tree kloc resolved itself (runner.parser_dir), never one a
+    result file names.
+    """
     lines = [_clean(x) for x in text.splitlines()]
     if not any(HEADER.match(x) for x in lines):
         return Document(False, [], None, lines[-40:])

@@ -3,15 +3,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import math
 import os
+import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kloc import progress
 from kloc.kunit import diagnostics, ktap, suites
@@ -19,8 +24,10 @@ from kloc.qemu import arches, topology
 from kloc.atomicfile import write_text
 from kloc.kunit.junit import KunitRun
 from kloc.trees.sources import Tree
-from kloc.paths import PACKAGE_ROOT, QEMU_CONFIGS
+from kloc.paths import PACKAGE_ROOT, QEMU_CONFIGS, cache_subdir, write_state_file
 from kloc.procs import disk_full_hint, run_logged, tail
+from kloc.paths import cache_dir, trusted_file
+from kloc.trees import sources
 from kloc.errors import KlocError
 
 KVM_PROBE_S = 60
@@ -38,6 +45,13 @@ class Job:
     jobs: int
     timeout: int
     cache: Path
+    # The tree whose kunit.py parser reads the runs (default: tree). make review
+    # reads the patched kernel's runs with the base's: a patch judges nothing.
+    parser: Tree | None = None
+
+    @property
+    def parser_tree(self) -> Tree:
+        return self.parser or self.tree
 
     @property
     def kunit_py(self) -> Path:
@@ -83,11 +97,33 @@ def _toolchain_args(arch: str) -> list[str]:
     return args
 
 
+# ccache's configuration, written by kloc: CCACHE_CONFIGPATH names it, so that
+# ccache reads neither CCACHE_DIR/ccache.conf (a planted prefix_command would
+# run as root) nor the system's /etc/ccache.conf (ccache(1), "Configuration").
+CCACHE_CONFIG = 'ccache.kloc.conf'
+CCACHE_CONFIG_TEXT = ('# Written by kloc (tools/kloc/kunit/runner.py) on every build; edits are\n'
+                      '# lost. ccache reads this file instead of ccache.conf in CCACHE_DIR.\n'
+                      'max_size = 8G\n')
+
+
 def build_env(cache: Path) -> dict[str, str]:
+    """The environment of kernel builds: ccache's cache and configuration in the cache.
+
+    kloc sets CCACHE_DIR, CCACHE_CONFIGPATH and CCACHE_BASEDIR itself (and
+    CCACHE_MAXSIZE unless set); other CCACHE_* variables of the user's own
+    environment pass. The cache and its ccache/ are checked to be the user's
+    alone (paths.cache_subdir); the configuration is written only in a cache
+    that exists (a missing one is a configuration ccache reads as empty).
+    """
     env = dict(os.environ)
-    env.setdefault('CCACHE_DIR', str(cache / 'ccache'))
+    config = cache / CCACHE_CONFIG
+    if cache.exists() or cache.is_symlink():
+        cache_subdir(cache, 'ccache')
+        write_state_file(config, CCACHE_CONFIG_TEXT)
+    env['CCACHE_DIR'] = str(cache / 'ccache')
+    env['CCACHE_CONFIGPATH'] = str(config)
+    env['CCACHE_BASEDIR'] = str(cache)
     env.setdefault('CCACHE_MAXSIZE', '8G')
-    env.setdefault('CCACHE_BASEDIR', str(cache))
     env['KLOC_CACHE'] = str(cache)
     return env
 
@@ -237,12 +273,13 @@ def run_topology(job: Job, name: str) -> KunitRun:
     write_text(out / f'{name}.console', console)
     write_text(out / f'{name}.ktap', extract_ktap(console))
     meta = out / f'{name}.meta.json'
+    remember_parser(job.parser_tree.path, job.cache)
     write_text(meta, json.dumps(
         {'kernel': job.tree.label, 'topology': name, 'seconds': round(seconds, 2),
-         'kunit_py_exit': rc, 'kunit_dir': str(ktap.kunit_dir(job.tree.path)),
+         'kunit_py_exit': rc, 'kunit_dir': str(ktap.kunit_dir(job.parser_tree.path)),
          'origin': job.tree.origin},
         indent=1) + '\n')
-    result = load_run(meta)
+    result = load_run(meta, job.parser_tree)
     c = result.doc.counts()
     progress.say(f'{job.tree.label} {name}: ' + ', '.join(
         f'{v} {k.value.lower()}' for k, v in c.items() if v) + f' in {seconds:.1f} s'
@@ -250,15 +287,131 @@ def run_topology(job: Job, name: str) -> KunitRun:
     return result
 
 
-def load_run(meta: Path) -> KunitRun:
-    """A run recorded as <topology>.meta.json and <topology>.console."""
-    m = json.loads(meta.read_text())
-    console = meta.with_name(f'{m["topology"]}.console')
-    if 'kunit_dir' not in m:
+# A run's <topology>.meta.json, as run_topology writes it: a file under OUT,
+# which kloc does not trust (docs/design.md, "Trust boundaries"). It is read
+# whole only when it is a regular file this small, and every field is checked.
+META_MAX = 1 << 16
+ORIGINS = ('debian', 'kdir', 'review', 'mutant')
+_LABEL = re.compile(r'linux-[0-9]{1,4}\.[0-9]{1,4}(?:\.[0-9]{1,6})?', re.ASCII)
+_SERIES_DIR = re.compile(r'linux-[0-9]{1,4}\.[0-9]{1,4}', re.ASCII)
+# The cache's record of the trees whose kunit.py parser kloc read runs with, one
+# file per tree (named by the hash of its path): see remember_parser().
+PARSER_TREES = 'kunit-trees'
+
+
+def _damaged(meta: Path, why: str) -> KunitError:
+    return KunitError(f'{meta} is damaged ({why}); it is a result of make kunit: run make '
+                      'kunit again to write it anew, or remove it')
+
+
+def read_meta(meta: Path) -> dict[str, Any]:
+    """A run's meta.json, every field checked; KunitError naming the file when it is not
+    one run_topology could have written."""
+    fd = os.open(meta, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)   # a FIFO: no wait
+    with os.fdopen(fd, 'rb') as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _damaged(meta, 'not a regular file')
+        data = f.read(META_MAX + 1)
+    if len(data) > META_MAX:
+        raise _damaged(meta, f'over {META_MAX} bytes')
+    try:
+        m = json.loads(data.decode('utf-8'))
+    except ValueError:          # not UTF-8, not JSON
+        raise _damaged(meta, 'not JSON') from None
+    if not isinstance(m, dict):
+        raise _damaged(meta, f'a JSON {type(m).__name__}, not an object')
+    topo = meta.name.removesuffix('.meta.json')
+
+    def want(key: str, ok: bool, what: str) -> None:
+        if not ok:
+            shown = json.dumps(m.get(key))
+            raise _damaged(meta, f'"{key}": {shown[:40]}{"..." if len(shown) > 40 else ""} '
+                           f'is not {what}')
+    kernel = m.get('kernel')
+    want('kernel', isinstance(kernel, str) and bool(_LABEL.fullmatch(kernel)),
+         'a kernel label such as linux-6.12.57')
+    want('topology', m.get('topology') == topo and topo in topology.TOPOLOGIES,
+         f'the topology its name says ({topo})')
+    seconds = m.get('seconds')
+    want('seconds', isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+         and math.isfinite(seconds) and seconds >= 0, 'a number of seconds')
+    if 'kunit_py_exit' in m:
+        want('kunit_py_exit', isinstance(m['kunit_py_exit'], int)
+             and not isinstance(m['kunit_py_exit'], bool), 'an exit code')
+    if 'origin' in m:
+        want('origin', m['origin'] in ORIGINS, 'one of ' + ', '.join(ORIGINS))
+    if 'kunit_dir' in m:
+        want('kunit_dir', isinstance(m['kunit_dir'], str) and '\0' not in m['kunit_dir']
+             and os.path.isabs(m['kunit_dir']), 'an absolute path')
+    return m
+
+
+def _tree_key(tree: Path) -> str:
+    return hashlib.sha256(os.fsencode(os.path.abspath(tree))).hexdigest()
+
+
+def remember_parser(tree: Path, cache: Path) -> None:
+    """Record in the cache (the user's alone, paths.py) that kloc resolved this tree
+    itself and reads runs with its kunit.py parser: a meta.json naming its kunit_dir
+    is read with that parser later (make report), and no other directory's."""
+    record = cache_subdir(cache, PARSER_TREES) / f'{_tree_key(tree)}.json'
+    write_state_file(record, json.dumps({'tree': os.path.abspath(tree)}) + '\n')
+
+
+def _remembered(tree: Path, cache: Path) -> bool:
+    """Whether remember_parser() recorded tree in the cache."""
+    record = cache / PARSER_TREES / f'{_tree_key(tree)}.json'
+    if not os.path.lexists(record):
+        return False
+    cache_subdir(cache, PARSER_TREES)       # the user's alone, or CacheTrustError
+    try:
+        return bool(json.loads(trusted_file(record).read_text()) ==
+                    {'tree': os.path.abspath(tree)})
+    except ValueError:
+        return False
+
+
+def _extracted(tree: Path, cache: Path) -> bool:
+    """Whether tree is a Debian tree kloc extracted into the cache (trees/linux-X.Y/src)."""
+    series = tree.parent.name
+    if tree != cache / 'trees' / series / 'src' or not _SERIES_DIR.fullmatch(series) or \
+            not (tree / sources.STAMP).is_file():
+        return False
+    cache_subdir(cache, 'trees', series)    # the user's alone, or CacheTrustError
+    return True
+
+
+def parser_dir(meta: Path, recorded: str | None, tree: Tree | None = None) -> Path:
+    """The kunit.py directory whose parser reads a run: the tree's the caller resolved,
+    else the one its meta.json records, but only where that is the kunit.py of a tree
+    kloc resolved itself: a Debian tree it extracted into its cache, or a tree it
+    recorded there (remember_parser). A result file never names code kloc runs."""
+    if tree is not None:
+        return ktap.kunit_dir(tree.path)
+    if recorded is None:
         raise KunitError(f'{meta}: written by an older kloc, it does not say which tree\'s '
                          'kunit.py parser reads its console; run make kunit again')
-    doc = ktap.parse(console.read_text(errors='replace') if console.exists() else '',
-                     Path(m['kunit_dir']))
+    claimed = Path(os.path.abspath(recorded))
+    root = claimed.parent.parent.parent
+    if claimed == ktap.kunit_dir(root):
+        cache = cache_dir()
+        if _extracted(root, cache) or _remembered(root, cache):
+            return ktap.kunit_dir(root)
+    raise KunitError(f'{meta}: its kunit_dir {claimed} is not the kunit.py of a kernel tree '
+                     'kloc used itself, and kloc runs no code a result file names; run make '
+                     'kunit again (with the same KERNEL= or KDIR=) to write the run anew')
+
+
+def load_run(meta: Path, tree: Tree | None = None) -> KunitRun:
+    """A run recorded as <topology>.meta.json and <topology>.console.
+
+    tree: the tree whose kunit.py parser reads it, where the caller resolved
+    it; else the recorded one, if kloc resolved it itself (parser_dir).
+    """
+    m = read_meta(meta)
+    where = parser_dir(meta, m.get('kunit_dir'), tree)
+    console = meta.with_name(f'{m["topology"]}.console')
+    doc = ktap.parse(console.read_text(errors='replace') if console.is_file() else '', where)
     if doc.found:
         doc.suites.append(check_topology(doc, topology.get(m['topology'])))
     return KunitRun(m['kernel'], m['topology'], doc, float(m['seconds']),
@@ -266,17 +419,44 @@ def load_run(meta: Path) -> KunitRun:
 
 
 def load_runs(kunit_out: Path) -> list[KunitRun]:
-    """Every run recorded under OUT/kunit/<kernel>/, for merging."""
-    return [load_run(meta) for meta in sorted(kunit_out.glob('*/*.meta.json'))]
+    """Every run recorded under OUT/kunit/<kernel>/, for merging (not those of a run
+    still under way or that failed, in OUT/kunit/.<kernel>.new/)."""
+    return [load_run(meta) for meta in sorted(kunit_out.glob('*/*.meta.json'))
+            if not meta.parent.name.startswith('.')]
+
+
+def _beside(out_dir: Path, what: str) -> Path:
+    """A hidden folder beside out_dir: .<name>.new (the run under way), .<name>.old."""
+    return out_dir.with_name(f'.{out_dir.name}.{what}')
 
 
 def run(job: Job) -> list[KunitRun]:
-    if job.out_dir.exists():
-        shutil.rmtree(job.out_dir)
-    job.out_dir.mkdir(parents=True)
+    """Build and run job's kernel on its topologies; its results replace the earlier
+    ones in job.out_dir only once every topology has run: until then they are written
+    in .<name>.new beside it (kept after a failure, for its logs), and the earlier
+    results stay where they were."""
+    if not job.topologies:
+        raise KunitError(f'{job.tree.label}: no topology to run; the earlier results in '
+                         f'{job.out_dir} are kept')
+    new, old = _beside(job.out_dir, 'new'), _beside(job.out_dir, 'old')
+    for leftover in (new, old):     # of a run that failed or was stopped
+        if leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover)
+        elif os.path.lexists(leftover):
+            leftover.unlink()
+    new.mkdir(parents=True)
+    trial = dataclasses.replace(job, out_dir=new)
     runs = []
-    for arch in job.arches():
-        build(job, arch)
-        probe_kvm(job, arch)
-        runs += [run_topology(job, t) for t in job.of_arch(arch)]
+    for arch in trial.arches():
+        build(trial, arch)
+        probe_kvm(trial, arch)
+        runs += [run_topology(trial, t) for t in trial.of_arch(arch)]
+    if os.path.lexists(job.out_dir):
+        os.rename(job.out_dir, old)
+    os.rename(new, job.out_dir)
+    if os.path.lexists(old):
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old)
+        else:
+            old.unlink()
     return runs
