@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kloc.series import install
-from kloc.series.changes import Change, SeriesError
+from kloc.series.changes import Change
 from kloc.series.patching import Contents, file_changes
 from kloc.version import KernelVersion
 
@@ -74,10 +74,7 @@ def package_files(version: KernelVersion,
     whole: dict[str, str] = {}
     hooked: dict[str, list[str]] = {}
     for change in series:
-        try:
-            patch = change.patch_for(version)
-        except SeriesError:
-            patch = None
+        patch = change.patch_or_none(version)
         if patch is not None:
             text = patch.read_text()
             added = _hook_sections(text)

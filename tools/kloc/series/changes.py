@@ -50,6 +50,13 @@ class Change:
                               f'the oldest supported is {oldest.series}')
         return self.patches[max(fits)]
 
+    def patch_or_none(self, version: KernelVersion) -> Path | None:
+        """patch_for(), with None also when no hook is old enough for this version."""
+        try:
+            return self.patch_for(version)
+        except SeriesError:
+            return None
+
 
 _PATCH_NAME = re.compile(r'(\d+)\.(\d+)\.patch')
 

@@ -201,10 +201,7 @@ def _patch_one(rel: str, diff: str, data: bytes | None,
 def _hooks_for(rel: str, version: KernelVersion, series: list[Change]) -> list[str]:
     diffs = []
     for change in series:
-        try:
-            patch = change.patch_for(version)
-        except SeriesError:
-            continue
+        patch = change.patch_or_none(version)
         if patch is not None:
             d = _file_patches(patch.read_text()).get(rel)
             if d is not None:
@@ -362,10 +359,7 @@ def plan(tree: Path, version: KernelVersion, series: list[Change]) -> InstallPla
 def series_files(version: KernelVersion, series: list[Change]) -> list[str]:
     files: list[str] = []
     for change in series:
-        try:
-            patch = change.patch_for(version)
-        except SeriesError:
-            patch = None
+        patch = change.patch_or_none(version)
         if patch is not None:
             files += touched_files(patch.read_text())
         files += [a.dst for a in change.additions]
