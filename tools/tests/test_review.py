@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
@@ -85,6 +86,12 @@ class BadPatches(unittest.TestCase):
         self.assertEqual(m.subject, 'Mutant: GITS_BASER tables allocated without the '
                          'ITS\'s node')
         self.assertEqual(m.files, ('drivers/irqchip/irq-gic-v3-its.c',))
+
+
+def diff(rel: str, old: bytes, new: str) -> str:
+    """A -p1 diff of rel from old to new, as a patch to review."""
+    return ''.join(difflib.unified_diff(old.decode().splitlines(keepends=True),
+                                        new.splitlines(keepends=True), f'a/{rel}', f'b/{rel}'))
 
 
 def pristine_mini_tree(dest: Path) -> Tree:

@@ -11,7 +11,6 @@ without the package and with it installed; nothing is built.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import os
@@ -27,17 +26,12 @@ from kloc.series import changes, install
 from kloc.series.patching import HunkError
 from kloc.trees.sources import Tree
 
-from .test_review import TREE_FILES, pristine_mini_tree
+from .test_review import TREE_FILES, diff, pristine_mini_tree
 
 TOOLS = Path(__file__).resolve().parents[1]
 DRIVER = 'drivers/irqchip/irq-gic-v3-its.c'
 SUITE = 'mm/tests/percpu_locality_kunit.c'
 SUITE_INCLUDE = '#include "tests/irq-gic-v3-its_kunit.c"'
-
-
-def diff(rel: str, old: bytes, new: str) -> str:
-    return ''.join(difflib.unified_diff(old.decode().splitlines(keepends=True),
-                                        new.splitlines(keepends=True), f'a/{rel}', f'b/{rel}'))
 
 
 class Refusals(unittest.TestCase):

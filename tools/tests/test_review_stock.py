@@ -14,7 +14,6 @@ with it installed; nothing is built.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import os
 import tempfile
@@ -25,7 +24,7 @@ from kloc.review import patch_input, review
 from kloc.series import changes, install
 from kloc.series.patching import HunkError
 
-from .test_review import pristine_mini_tree
+from .test_review import diff, pristine_mini_tree
 
 DRIVER = 'drivers/irqchip/irq-gic-v3-its.c'
 SEAM_INCLUDE = '#include "tests/irq-gic-v3-its_kunit_seam.h"'
@@ -33,11 +32,6 @@ SUITE_INCLUDE = '#include "tests/irq-gic-v3-its_kunit.c"'
 ALLOC = 'alloc_pages_node(its->numa_node, GFP_KERNEL | __GFP_ZERO, order)'
 NO_NODE = 'alloc_pages_node(NUMA_NO_NODE, GFP_KERNEL | __GFP_ZERO, order)'
 LAST_INCLUDE = '#include "irq-msi-lib.h"\n'       # the 6.12 driver's; the seam goes after it
-
-
-def diff(rel: str, old: bytes, new: str) -> str:
-    return ''.join(difflib.unified_diff(old.decode().splitlines(keepends=True),
-                                        new.splitlines(keepends=True), f'a/{rel}', f'b/{rel}'))
 
 
 class AsPosted(unittest.TestCase):
