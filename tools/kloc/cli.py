@@ -60,8 +60,9 @@ def cmd_builddir(args: argparse.Namespace) -> int:
 
 
 def _dropped_edits_dir() -> Path:
-    """Where FORCE=1 keeps the hand-edited files it replaces."""
-    return cache_dir() / 'dropped-edits' / time.strftime('%Y%m%d-%H%M%S')
+    """Where FORCE=1 keeps the hand-edited files it replaces: one folder per command
+    (the pid too: two commands in the same second must not write each other's)."""
+    return cache_dir() / 'dropped-edits' / f'{time.strftime("%Y%m%d-%H%M%S")}-{os.getpid()}'
 
 
 def install_into(tree: Tree, args: argparse.Namespace) -> list[str]:

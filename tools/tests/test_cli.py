@@ -159,3 +159,19 @@ class MakefileTest(unittest.TestCase):
             r = self.make('review', f'PATCH={p}', f'OUT={d}/out')
             self.assertEqual(r.returncode, 2, r.stderr)
             self.assertIn(f'PATCH={p} is empty', r.stderr)
+
+
+class DroppedEditsTest(unittest.TestCase):
+    def test_two_commands_in_one_second_keep_apart(self) -> None:
+        # Two FORCE=1 commands started in the same second wrote their saved copies
+        # (and a damaged state) into one folder: one lost the other's, or failed.
+        code = 'from kloc import cli; print(cli._dropped_edits_dir())'
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+        for _ in range(3):          # retried only for a second boundary in between
+            a, b = (subprocess.run([sys.executable, '-c', code], env=env, check=True,
+                                   capture_output=True, text=True).stdout.strip()
+                    for _ in range(2))
+            if Path(a).name[:15] == Path(b).name[:15]:     # the same second
+                break
+        self.assertEqual(Path(a).parent, Path(b).parent)
+        self.assertNotEqual(a, b)
