@@ -241,18 +241,6 @@ out:
 	return NULL;
 }
 
-/*
- * Run one worker per CPU in cpus[0..ph->n). Every thread that started is
- * stopped and joined before this returns, also when a later one did not
- * start: the workers read flags on this function's stack.
- */
-/*
- * The measured phases, as the kloc-count QEMU plugin sees them: each
- * measuring window is marked with a no-op instruction (kloc-marker.h),
- * so that a counted run counts the window only, not the warm-up.
- */
-enum { PHASE_ONE_THREAD = 1, PHASE_ALL_CPUS = 2 };
-
 /* -n: wait until every started thread sent its count, or until the deadline. */
 static void wait_quota(struct quota *q, int threads, double deadline)
 {
@@ -268,6 +256,16 @@ static void wait_quota(struct quota *q, int threads, double deadline)
 	pthread_mutex_unlock(&q->lock);
 }
 
+/*
+ * Run one worker per CPU in cpus[0..ph->n). Every thread that started is
+ * stopped and joined before this returns, also when a later one did not
+ * start: the workers read flags on this function's stack.
+ *
+ * For the kloc-count QEMU plugin, the measuring window is marked with a
+ * no-op instruction each end (kloc-marker.h, which also numbers the phases:
+ * KLOC_PHASE_*), so that a counted run counts the window only, not the
+ * warm-up.
+ */
 static void run_phase(const struct options *opt, struct phase *ph, unsigned int phase)
 {
 	bool measuring = false, stop = false;
@@ -618,9 +616,9 @@ static int measure(const struct options *opt, struct measurement *m)
 	if (lo_stats(&m->c0))
 		return -1;
 	m->one.n = 1;
-	run_phase(opt, &m->one, PHASE_ONE_THREAD);
+	run_phase(opt, &m->one, KLOC_PHASE_SINGLE);
 	m->all.n = opt->nr_cpus;
-	run_phase(opt, &m->all, PHASE_ALL_CPUS);
+	run_phase(opt, &m->all, KLOC_PHASE_ALL);
 	return lo_stats(&m->c1);
 }
 

@@ -18,6 +18,7 @@ import os
 import pwd
 import shutil
 import stat
+import time
 from pathlib import Path
 
 from kloc import defaults
@@ -41,6 +42,13 @@ def _cache_path() -> Path:
         return Path(explicit).expanduser().resolve()
     xdg = os.environ.get('XDG_CACHE_HOME') or str(Path.home() / '.cache')
     return Path(xdg).expanduser().resolve() / 'kloc'
+
+
+def dropped_edits_dir() -> Path:
+    """Where a command keeps hand-edited files it replaces (FORCE=1, a damaged
+    tree): one folder per command, the pid too, so that two commands started
+    in the same second never write each other's."""
+    return cache_dir() / 'dropped-edits' / f'{time.strftime("%Y%m%d-%H%M%S")}-{os.getpid()}'
 
 
 def cache_dir() -> Path:

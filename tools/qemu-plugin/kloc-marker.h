@@ -25,6 +25,13 @@
 #define KLOC_MARK_PHASES	16U
 #define KLOC_MARK_PAYLOAD(kind, phase)	(((kind) << 12) | ((phase) & 0xfffU))
 
+/*
+ * The lo_counters kselftest's windows. The one place they are numbered:
+ * kloc reads these two lines for the counted figures (kloc/counting/counts.py).
+ */
+#define KLOC_PHASE_SINGLE	1U	/* one thread */
+#define KLOC_PHASE_ALL		2U	/* one thread per CPU */
+
 #if defined(__x86_64__)
 #define KLOC_MARK_CONST(kind, phase)					\
 	({								\

@@ -8,9 +8,14 @@ import hashlib
 import os
 import shutil
 import stat
+import subprocess
+import threading
+import time
 import unittest
+from dataclasses import dataclass
 from pathlib import Path
 
+from kloc.counting.errors import CountingError
 from kloc.kunit import ktap
 from kloc.trees import kernels, sources
 from kloc.paths import cache_dir
@@ -69,3 +74,43 @@ def tree_snapshot(root: Path) -> dict[str, str]:
                 out[str(p.relative_to(root))] = f'{stat.S_IMODE(st.st_mode):o} ' + \
                     hashlib.sha256(p.read_bytes()).hexdigest()
     return out
+
+
+@dataclass(frozen=True)
+class BootResult:
+    output: str             # console and QEMU's stderr
+    returncode: int         # -9 when killed at the timeout
+    seconds: float
+    peak_rss_kib: int       # QEMU's peak resident memory (the plugin's is inside it)
+    timed_out: bool
+
+
+def boot(cmd: list[str], timeout: float) -> BootResult:
+    """Run QEMU to its exit (or kill it at the timeout); its output, time and peak RSS."""
+    start = time.monotonic()
+    try:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise CountingError(f'{cmd[0]} not found; run "make deps"') from None
+    chunks: list[bytes] = []
+    assert p.stdout is not None
+    out = p.stdout
+    reader = threading.Thread(target=lambda: chunks.append(out.read()), daemon=True)
+    reader.start()
+    killed = threading.Event()
+
+    def kill() -> None:
+        killed.set()
+        p.kill()
+    timer = threading.Timer(timeout, kill)
+    timer.start()
+    try:
+        _, status, usage = os.wait4(p.pid, 0)
+    finally:
+        timer.cancel()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    reader.join()
+    out.close()
+    return BootResult(b''.join(chunks).decode(errors='replace'), p.returncode,
+                      time.monotonic() - start, int(usage.ru_maxrss), killed.is_set())

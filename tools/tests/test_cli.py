@@ -165,7 +165,7 @@ class DroppedEditsTest(unittest.TestCase):
     def test_two_commands_in_one_second_keep_apart(self) -> None:
         # Two FORCE=1 commands started in the same second wrote their saved copies
         # (and a damaged state) into one folder: one lost the other's, or failed.
-        code = 'from kloc import cli; print(cli._dropped_edits_dir())'
+        code = 'from kloc import paths; print(paths.dropped_edits_dir())'
         env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
         for _ in range(3):          # retried only for a second boundary in between
             a, b = (subprocess.run([sys.executable, '-c', code], env=env, check=True,

@@ -26,6 +26,7 @@ import unittest
 from pathlib import Path
 
 from kloc.bench import metrics
+from kloc.counting.counts import PHASE_ALL, PHASE_SINGLE
 from kloc.paths import PACKAGE_ROOT, cache_dir
 
 SOURCE = PACKAGE_ROOT / 'selftests' / 'lo_counters'
@@ -577,7 +578,7 @@ class Markers(unittest.TestCase):
             self.skipTest('checks the x86_64 encoding')
         code = Built.binary.read_bytes()
         magic = 0x4b4c << 16
-        for phase in (1, 2):
+        for phase in (PHASE_SINGLE, PHASE_ALL):
             for kind, what in ((1, 'start'), (2, 'end')):
                 nop = b'\x0f\x1f\x80' + struct.pack('<I', magic | kind << 12 | phase)
                 self.assertIn(nop, code, f'no {what} marker of phase {phase}')

@@ -14,9 +14,14 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from kloc import counting, progress
+from kloc import progress
 from kloc.bench import interleave, metrics, tables
 from kloc.bench.store import Store
+from kloc.counting.counts import PHASE_ALL, read_counts
+from kloc.counting.errors import CountingError
+from kloc.counting.plugin import Plugin, build_plugin, check_plugin_matches_qemu
+from kloc.counting.report import line_table
+from kloc.counting.symbols import load_system_map
 from kloc.guests import guest
 
 
@@ -28,11 +33,11 @@ class CountedResult:
     attribution: dict[str, str]      # side label -> contended-lines table
 
 
-def setup(binary: Path, out: Path, arch: str) -> tuple[counting.Plugin, Path]:
+def setup(binary: Path, out: Path, arch: str) -> tuple[Plugin, Path]:
     """What counted boots need: the plugin, built (or found) for the installed
     QEMU, and an initramfs whose selftest sends a fixed count per window."""
-    plugin = counting.build_plugin()
-    counting.check_plugin_matches_qemu(plugin)
+    plugin = build_plugin()
+    check_plugin_matches_qemu(plugin)
     initrd = guest.initramfs(binary, interleave.counted_args(), out / 'initramfs-counted.gz',
                              arch)
     return plugin, initrd
@@ -55,11 +60,11 @@ def attribution(store: Store, side: str, g: guest.Guest, top: int = 5) -> str:
     if not isinstance(path, str):
         return '(no counted boot)'
     try:
-        counts = counting.read_counts(Path(path))
-        syms = counting.load_system_map(g.build_dir() / 'System.map')
-    except counting.CountingError as e:
+        counts = read_counts(Path(path))
+        syms = load_system_map(g.build_dir() / 'System.map')
+    except CountingError as e:
         return f'(no table: {e})'
-    return counting.line_table(counts.phase(counting.PHASE_ALL), syms, g.arch, top=top)
+    return line_table(counts.phase(PHASE_ALL), syms, g.arch, top=top)
 
 
 def run(plan: interleave.AbPlan, alpha: float, mde_pct: float) -> CountedResult:

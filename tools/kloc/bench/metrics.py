@@ -6,7 +6,7 @@ Two kinds of figure:
   ones (1 thread, all CPUs, scaling efficiency) are tested together with
   the Mann-Whitney U test, Holm-adjusted.
 - counted: per packet, from boots under the QEMU plugin (see
-  kloc/counting.py): instructions, the remote-node share of RAM accesses,
+  kloc/counting/counts.py): instructions, the remote-node share of RAM accesses,
   accesses to write-shared cache lines. Better when lower. They are near-
   deterministic, so Welch's t-test, Holm-adjusted over the counted
   primaries, judges them at 3 runs a side.

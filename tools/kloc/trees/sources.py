@@ -9,14 +9,13 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from kloc import filelock, paths, progress
 from kloc.series import changes, install
 from kloc.trees import archive, kernels
-from kloc.paths import cache_dir
+from kloc.paths import cache_dir, dropped_edits_dir
 from kloc.version import KernelVersion, VersionError, tree_version
 from kloc.errors import KlocError
 
@@ -215,7 +214,7 @@ def _alive(pid: int) -> bool:
 
 def _save_damaged(dest: Path, files: list[str]) -> None:
     """Keep a copy of the files that differ, in case they were somebody's work."""
-    to = cache_dir() / 'dropped-edits' / time.strftime('%Y%m%d-%H%M%S')
+    to = dropped_edits_dir()
     saved = []
     for rel in files:
         p = dest / rel.split(' (')[0]

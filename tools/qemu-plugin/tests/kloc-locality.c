@@ -8,7 +8,9 @@
  *   phase 3  one thread per CPU (up to 4), each incrementing its own
  *            counter, the counters 8 bytes apart (one cache line)
  *   phase 4  the same, 64 bytes apart (a line each)
- *   phase 5  a fixed arithmetic loop on CPU 0 (user instructions are exact)
+ *   phase 5  on CPU 0, a loop of two instructions an iteration, inside one
+ *            asm statement with both markers: exactly 2 * iters user
+ *            instructions
  *   phase 6  one thread per CPU, all adding atomically to one counter
  *            (true sharing: the same bytes, which is not false sharing)
  *
@@ -156,15 +158,34 @@ static int contend(unsigned int phase, size_t stride, int nthreads)
 	return bad;
 }
 
-static uint64_t compute(long n)
-{
-	uint64_t x = 1;
+#define MARK_START_5	KLOC_MARK_PAYLOAD(KLOC_MARK_KIND_START, 5)
+#define MARK_END_5	KLOC_MARK_PAYLOAD(KLOC_MARK_KIND_END, 5)
 
-	for (long i = 0; i < n; i++) {
-		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-		__asm__ __volatile__("" : "+r" (x));
-	}
-	return x;
+/*
+ * Phase 5: the markers and the loop in one asm statement, so that the
+ * compiler puts nothing of its own in the window: it holds exactly 2 * n
+ * instructions (n > 0), none of which touches memory.
+ */
+static void exact_loop(long n)
+{
+#if defined(__x86_64__)
+	__asm__ __volatile__(".byte 0x0f, 0x1f, 0x80\n\t.long %c1\n"
+			     "1:\tdec %0\n\tjnz 1b\n\t"
+			     ".byte 0x0f, 0x1f, 0x80\n\t.long %c2"
+			     : "+r" (n)
+			     : "i" ((KLOC_MARK_MAGIC << 16) | MARK_START_5),
+			       "i" ((KLOC_MARK_MAGIC << 16) | MARK_END_5)
+			     : "cc", "memory");
+#elif defined(__aarch64__)
+	__asm__ __volatile__(".inst 0xd2e0001f | (%c1 << 5)\n"
+			     "1:\tsubs %0, %0, #1\n\tb.ne 1b\n\t"
+			     ".inst 0xd2e0001f | (%c2 << 5)"
+			     : "+r" (n)
+			     : "i" (MARK_START_5), "i" (MARK_END_5)
+			     : "cc", "memory");
+#else
+	(void)n;
+#endif
 }
 
 int main(int argc, char **argv)
@@ -221,9 +242,8 @@ int main(int argc, char **argv)
 	bad_shared = contend(6, 0, nthreads);
 
 	pin(0);
-	kloc_mark_start(5);
-	sink += compute(iters);
-	kloc_mark_end(5);
+	if (iters > 0)
+		exact_loop(iters);
 
 	f = json ? fopen(json, "w") : stdout;
 	if (!f)

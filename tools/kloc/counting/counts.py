@@ -1,0 +1,230 @@
+# SPDX-License-Identifier: GPL-2.0
+"""The plugin's counts: its JSON read into dataclasses, and the figures per packet.
+
+The lo_counters kselftest's window numbers are kloc-marker.h's, read from it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from kloc.counting.errors import CountingError
+from kloc.counting.plugin import MARKER_H, PLUGIN_NAME
+
+LINE_BYTES = 64
+
+
+def marker_define(name: str, header: Path = MARKER_H) -> int:
+    """The number kloc-marker.h #defines as name: the C and Python share it from there."""
+    try:
+        text = header.read_text()
+    except OSError as e:
+        raise CountingError(f'{header}: cannot read it ({e.strerror}); the counting '
+                            'package needs its window numbers') from None
+    m = re.search(rf'^#define\s+{re.escape(name)}\s+(\d+)U?\b', text, re.M)
+    if not m:
+        raise CountingError(f'{header} has no "#define {name} <number>": the counted '
+                            'figures need that window number from it')
+    return int(m.group(1))
+
+
+# The kselftest's windows (selftests/lo_counters/lo_counters.c marks them)
+PHASE_SINGLE = marker_define('KLOC_PHASE_SINGLE')   # one thread
+PHASE_ALL = marker_define('KLOC_PHASE_ALL')         # one thread per CPU
+
+
+@dataclass(frozen=True)
+class VcpuCounts:
+    vcpu: int
+    node: int
+    insns_user: int
+    insns_kernel: int
+    loads: int
+    stores: int
+    local: int
+    remote: int
+    io: int
+    unmapped: int
+    hitm: int
+    invalidations: int
+    shared: int
+    shared_stores: int = 0      # stores among shared: write-write sharing
+    false_shared: int = 0       # of those, to bytes no other vCPU stored to
+
+    @property
+    def insns(self) -> int:
+        return self.insns_user + self.insns_kernel
+
+    @property
+    def transfers(self) -> int:
+        return self.hitm + self.invalidations
+
+    @property
+    def remote_share(self) -> float:
+        """Remote-node share of this vCPU's RAM accesses (NaN without any)."""
+        n = self.local + self.remote
+        return self.remote / n if n else float('nan')
+
+
+@dataclass(frozen=True)
+class PcCount:
+    pc: int
+    events: int           # hitm + invalidations + shared, as counted for ranking
+    overcount_max: int    # the space-saving bound: events may be this much high
+    hitm: int             # since this PC last took its slot
+    invalidations: int
+    shared: int
+    vcpus: tuple[int, ...]
+
+    @property
+    def transfers(self) -> int:
+        return self.hitm + self.invalidations
+
+
+@dataclass(frozen=True)
+class LineVcpu:
+    vcpu: int
+    hitm: int
+    invalidations: int
+    shared: int
+    shared_stores: int = 0
+    store_bytes: int = 0        # bit i: byte i of the line, by its shared stores
+
+
+@dataclass(frozen=True)
+class Line:
+    paddr: int            # guest-physical, of the line
+    vaddr: int            # of the first access counted on the line (names its object)
+    node: int
+    hitm: int
+    invalidations: int
+    shared: int
+    vcpus: tuple[LineVcpu, ...]
+    pcs: tuple[PcCount, ...]
+    false_shared: int = 0       # shared stores to bytes only their vCPU stores to
+
+    @property
+    def transfers(self) -> int:
+        return self.hitm + self.invalidations
+
+
+@dataclass(frozen=True)
+class Phase:
+    phase: int
+    windows: int
+    contended_lines: int
+    vcpus: tuple[VcpuCounts, ...]
+    lines: tuple[Line, ...]
+
+    def total(self, field: str) -> int:
+        return sum(int(getattr(v, field)) for v in self.vcpus)
+
+    @property
+    def remote_share(self) -> float:
+        n = self.total('local') + self.total('remote')
+        return self.total('remote') / n if n else float('nan')
+
+
+@dataclass(frozen=True)
+class Counts:
+    version: str
+    qemu_header: str
+    api: tuple[int, int, int]     # built, QEMU's min, QEMU's current
+    target: str
+    vcpus: int
+    vcpu_threads: int
+    line_table_bytes: int
+    open_phase: int | None
+    bad_markers: int
+    unmatched_ends: int
+    nested_starts: int
+    lines_dropped: int
+    phases: dict[int, Phase]
+
+    def phase(self, n: int) -> Phase:
+        try:
+            return self.phases[n]
+        except KeyError:
+            raise CountingError(f'the guest marked no window for phase {n} (phases seen: '
+                                f'{sorted(self.phases) or "none"})') from None
+
+
+def _hex(v: object) -> int:
+    return int(str(v), 16)
+
+
+def _int(d: dict[str, object], k: str) -> int:
+    v = d[k]
+    if not isinstance(v, int):
+        raise CountingError(f'{k} is {v!r}, not a number')
+    return v
+
+
+def parse_counts(text: str) -> Counts:
+    try:
+        doc = json.loads(text)
+        if doc.get('plugin') != PLUGIN_NAME:
+            raise CountingError('not kloc-count output')
+        phases = {}
+        for p in doc['phases']:
+            vcpus = tuple(VcpuCounts(**{k: int(v) for k, v in c.items()}) for c in p['vcpus'])
+            lines = tuple(
+                Line(_hex(li['paddr']), _hex(li['vaddr']), int(li['node']), int(li['hitm']),
+                     int(li['invalidations']), int(li['shared']),
+                     tuple(LineVcpu(int(c['vcpu']), int(c['hitm']), int(c['invalidations']),
+                                    int(c['shared']), int(c.get('shared_stores', 0)),
+                                    _hex(c.get('store_bytes', '0x0'))) for c in li['vcpus']),
+                     tuple(PcCount(_hex(c['pc']), int(c['events']), int(c['overcount_max']),
+                                   int(c['hitm']), int(c['invalidations']), int(c['shared']),
+                                   tuple(int(x) for x in c['vcpus'])) for c in li['pcs']),
+                     int(li.get('false_shared', 0)))
+                for li in p['lines'])
+            phases[int(p['phase'])] = Phase(int(p['phase']), int(p['windows']),
+                                            int(p['contended_lines']), vcpus, lines)
+        api = doc['api']
+        m = doc['markers']
+        return Counts(str(doc['version']), str(doc['qemu_header']),
+                      (_int(api, 'built'), _int(api, 'qemu_min'), _int(api, 'qemu_cur')),
+                      str(doc['target']), _int(doc, 'vcpus'), _int(doc, 'vcpu_threads'),
+                      _int(doc, 'line_table_bytes'), doc['open_phase'],
+                      _int(m, 'bad'), _int(m, 'unmatched_ends'), _int(m, 'nested_starts'),
+                      _int(doc, 'lines_dropped'), phases)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise CountingError(f'the plugin output cannot be read: {e}') from None
+
+
+def per_packet(counts: Counts, record: dict[str, object]) -> dict[str, float]:
+    """The counted figures of one boot, per packet the kselftest sent in each window.
+
+    record: the kselftest's JSON record of the same boot (its packets).
+    """
+    single, every = counts.phase(PHASE_SINGLE), counts.phase(PHASE_ALL)
+    per_cpu = record.get('per_cpu')
+    n1 = record.get('measured_single')
+    n2 = sum(int(c['measured']) for c in per_cpu if isinstance(c, dict)) \
+        if isinstance(per_cpu, list) else 0
+    if not isinstance(n1, int) or n1 <= 0 or n2 <= 0:
+        raise CountingError('the kselftest record gives no packets for its windows '
+                            '(measured_single, per_cpu[].measured)')
+    out = {}
+    for suffix, phase, n in (('single', single, n1), ('all', every, n2)):
+        out[f'insns_pkt_{suffix}'] = phase.total('insns') / n
+        out[f'shared_pkt_{suffix}'] = phase.total('shared') / n
+        out[f'wshared_pkt_{suffix}'] = phase.total('shared_stores') / n
+        out[f'fshared_pkt_{suffix}'] = phase.total('false_shared') / n
+        out[f'transfers_pkt_{suffix}'] = phase.total('transfers') / n
+        out[f'remote_pct_{suffix}'] = 100 * phase.remote_share
+    return out
+
+
+def read_counts(path: Path) -> Counts:
+    """The plugin's JSON; its absence means QEMU did not exit cleanly."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise CountingError(f'{path}: the plugin wrote no counts; QEMU did not exit '
+                            'cleanly (killed, or it crashed)') from None
+    return parse_counts(text)

@@ -1,0 +1,126 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Naming the plugin's PCs and data lines from the guest kernel's System.map."""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from pathlib import Path
+
+from kloc.counting.counts import LINE_BYTES, Line
+from kloc.counting.errors import CountingError
+from kloc.counting.qemu_args import ARM_VIRT_IMAGE_PHYS
+
+X86_START_KERNEL_MAP = 0xffff_ffff_8000_0000   # x86_64's kernel image mapping, without KASLR
+
+
+@dataclass(frozen=True)
+class Symbol:
+    addr: int
+    kind: str
+    name: str
+
+
+class SymbolMap:
+    """A guest kernel's System.map: PCs to functions, image data to its symbols."""
+
+    def __init__(self, path: Path) -> None:
+        syms: list[Symbol] = []
+        for line in path.read_text().splitlines():
+            parts = line.split()
+            if len(parts) < 3:
+                continue
+            try:
+                syms.append(Symbol(int(parts[0], 16), parts[1], parts[2]))
+            except ValueError:
+                continue
+        syms.sort(key=lambda s: s.addr)
+        self.text = [s for s in syms if s.kind in 'tTwW']
+        self.data = [s for s in syms if s.kind in 'dDbBrRvV']
+        self._text_keys = [s.addr for s in self.text]
+        self.data_keys = [s.addr for s in self.data]
+        by_name = {s.name: s.addr for s in syms}
+        self.start = by_name.get('_text', by_name.get('_stext', 0))
+        self.end = by_name.get('_end', 0)
+
+    @staticmethod
+    def _find(keys: list[int], syms: list[Symbol], addr: int) -> str:
+        i = bisect.bisect_right(keys, addr) - 1
+        if i < 0:
+            return ''
+        s = syms[i]
+        names = [s.name]   # aliases, and zero-size objects (lock keys) at one address
+        j = i - 1
+        while j >= 0 and syms[j].addr == s.addr:
+            if syms[j].name not in names:
+                names.insert(0, syms[j].name)
+            j -= 1
+        name = '|'.join(names)
+        return name if addr == s.addr else f'{name}+{addr - s.addr:#x}'
+
+    def in_image(self, vaddr: int) -> bool:
+        return self.start <= vaddr < self.end
+
+    def function(self, pc: int) -> str:
+        """'name+0xoff' for a kernel PC, '' for one outside the image (user space)."""
+        return self._find(self._text_keys, self.text, pc) if self.in_image(pc) else ''
+
+    def data_symbol(self, vaddr: int) -> str:
+        """The static-data symbol at a kernel-image address, else ''."""
+        return self._find(self.data_keys, self.data, vaddr) if self.in_image(vaddr) else ''
+
+    def image_vaddr(self, paddr: int, arch: str, phys_offset: int | None = None) -> int | None:
+        """The kernel-image virtual address of a guest-physical one, if it is in the image.
+
+        x86_64 without KASLR: the image runs at __START_KERNEL_map + phys
+        (phys_offset 0). arm64 virt: the Image is loaded at 0x40200000 and
+        _text maps to it (phys_offset = that load address). Not for the
+        direct map, where dynamic objects live: those have no symbol.
+        """
+        if arch == 'x86_64':
+            v = paddr + X86_START_KERNEL_MAP - (phys_offset or 0)
+        else:
+            v = paddr - (ARM_VIRT_IMAGE_PHYS if phys_offset is None else phys_offset) \
+                + self.start
+        return v if self.in_image(v) else None
+
+
+def load_system_map(path: Path) -> SymbolMap:
+    if not path.is_file():
+        raise CountingError(f'{path}: no System.map; it is in the guest build directory')
+    syms = SymbolMap(path)
+    if not syms.text or not syms.end:
+        raise CountingError(f'{path} has no kernel symbols (Debian ships a placeholder: the '
+                            'real one is in the -dbg package); use the System.map of the '
+                            'guest build')
+    return syms
+
+
+def describe_line(line: Line, syms: SymbolMap | None, arch: str) -> str:
+    """What a contended line holds: the static symbol its first counted access
+    touched, or what kind of memory it is."""
+    if line.vaddr >> 63 == 0:
+        return 'user'
+    if syms is None:
+        return ''
+    if syms.in_image(line.vaddr):
+        return syms.data_symbol(line.vaddr) or 'kernel image'
+    v = syms.image_vaddr(line.paddr + (line.vaddr & (LINE_BYTES - 1)), arch)
+    if v is not None:
+        return syms.data_symbol(v) or 'kernel image'
+    return 'kernel, dynamic (direct map)'
+
+
+def line_symbols(line: Line, syms: SymbolMap, arch: str) -> list[str]:
+    """Every static symbol that starts in the line (false sharing: more than one)."""
+    base = line.vaddr & ~(LINE_BYTES - 1) if syms.in_image(line.vaddr) \
+        else syms.image_vaddr(line.paddr, arch)
+    if base is None:
+        return []
+    i = bisect.bisect_left(syms.data_keys, base)
+    out = []
+    while i < len(syms.data) and syms.data[i].addr < base + LINE_BYTES:
+        if syms.data[i].name not in out:
+            out.append(syms.data[i].name)
+        i += 1
+    return out
