@@ -35,7 +35,7 @@ define newline
 
 endef
 USER_VARIABLES = KERNEL KDIR OUT TOPOLOGIES JOBS TIMEOUT RUNS ALPHA SECONDS MDE COUNTED \
-	FORCE ARCH ALLOC TOPOLOGY PATCH AA REVIEW_PACKAGE RUN V LAVA_URL LAVA_TOKEN_FILE LAVA_ARTIFACTS_URL \
+	FORCE ARCH ALLOC TOPOLOGY PATCH AA REVIEW_PACKAGE BENCH RUN V LAVA_URL LAVA_TOKEN_FILE LAVA_ARTIFACTS_URL \
 	LAVA_INSECURE_HTTP REPEATS AA_RUNS AA_SECONDS KLOC_CACHE PYTHON
 $(foreach v,$(USER_VARIABLES),$(if $(findstring $(newline),$($(v))),$(error \
 	$(v)=$(subst $(newline),\n,$($(v))) holds a newline: give $(v)= a value on one line)))
@@ -86,7 +86,7 @@ help:
 		$(call q,$(KDIR)) $(call q,$(OUT)) $(call q,$(TOPOLOGIES))
 	@printf '           KLOC_CACHE=%s ARCH= ALLOC= TOPOLOGY= (guest, compare, review)\n' \
 		$(call q,$(KLOC_CACHE))
-	@echo '           PATCH= AA=1 REVIEW_PACKAGE=1 (review) FORCE=1 (replace or restore files edited by hand)'
+	@echo '           PATCH= AA=1 REVIEW_PACKAGE=1 BENCH=0 (review: KUnit only) FORCE=1 (replace or restore files edited by hand)'
 	@echo '           LAVA_URL= LAVA_TOKEN_FILE= (or LAVA_TOKEN=) LAVA_ARTIFACTS_URL= (compare, review: timed runs in a LAVA lab)'
 	@echo '           LAVA_INSECURE_HTTP=1 (plain http to a LAVA host that is not this machine)'
 	@echo '           yes-or-no variables (FORCE, AA, REVIEW_PACKAGE, RUN, V) take 1, or 0 or nothing'
@@ -129,7 +129,7 @@ compare: deps
 
 review: deps
 	@$(KLOC) review $(TREE) $(call opt,--patch,$(PATCH)) $(call opt,--aa,$(AA)) \
-		$(call opt,--review-package,$(REVIEW_PACKAGE)) \
+		$(call opt,--review-package,$(REVIEW_PACKAGE)) $(call opt,--bench,$(BENCH)) \
 		$(call opt,--topologies,$(TOPOLOGIES)) $(call opt,--bench-topology,$(TOPOLOGY)) \
 		$(NUMBERS) $(LAB) --jobs $(call q,$(JOBS)) --out $(call q,$(OUT))
 

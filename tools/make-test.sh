@@ -69,6 +69,25 @@ phase "LAVA jobs of Linux $default (lava-run)" kloc lava --kernel "$default" \
 phase "kselftest on this machine's kernel" env OUT="$OUT" PYTHON="$PYTHON" \
 	tools/kselftest-host.sh
 phase "mutants on Linux $default" kloc mutants --kernel "$default" --out "$OUT" --jobs "$JOBS"
+# A patch as it would be posted (against the stock driver) reviewed as make
+# review does: applied to the stock file, the package installed on top, KUnit
+# on both sides (BENCH=0: no loopback A/B). Every status change must be
+# PASS -> FAIL, and there must be some.
+review_proof() {
+	local patch=kunit/its/mutants/$default/numa-unaware-cmdq.patch
+	kloc review --kernel "$default" --patch "$patch" --topologies arm64_2n_its1 \
+		--bench 0 --out "$OUT" --jobs "$JOBS" --timeout "$TIMEOUT" || return
+	"$PYTHON" - "$OUT"/review/numa-unaware-cmdq-*/review.json <<'EOF'
+import json
+import sys
+kunit = json.load(open(sys.argv[1]))['kunit']
+changes = [(c['base'], c['patched']) for c in kunit['changes']]
+print(f'{len(changes)} status changes:', sorted(set(changes)), 'totals:', kunit['totals'])
+sys.exit(0 if changes and set(changes) == {('PASS', 'FAIL')}
+         and 'FAIL' not in kunit['totals']['base'] else 1)
+EOF
+}
+phase "review of a stock-based ITS patch on Linux $default: PASS -> FAIL" review_proof
 phase "lint" env OUT="$OUT" PYTHON="$PYTHON" tools/lint.sh
 phase "kunit report (every kernel)" kloc report --out "$OUT"
 

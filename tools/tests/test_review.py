@@ -16,7 +16,7 @@ import unittest
 from pathlib import Path
 
 from kloc import procs
-from kloc.bench import metrics
+from kloc.bench import metrics, tables
 from kloc.guests import guest
 from kloc.review import copies, kcidb_schema, patch_input, reporting, review
 from kloc.series import changes, install
@@ -424,6 +424,49 @@ class Report(unittest.TestCase):
         base_checkout, patched_checkout = k['checkouts']
         self.assertEqual(base_checkout['patchset_hash'], '')
         self.assertEqual(len(patched_checkout['patchset_hash']), 64)
+
+    def test_kunit_only_has_no_loopback_anywhere(self) -> None:
+        """BENCH=0: the report, review.json and the KCIDB record hold KUnit alone."""
+        base = Tree(Path('/t/linux-6.12/src'), debian_tree('6.12').version, 'debian')
+        o = review.ReviewOutcome(base, base, patch_input.load(SLOW),
+                                 kunit_changes=[review.StatusChange('arm64_2n_its1', 'a.b.c',
+                                                                    'PASS', 'FAIL')],
+                                 kunit_totals={'base': {'PASS': 3}, 'patched': {'PASS': 2,
+                                                                                'FAIL': 1}})
+        opts = review.ReviewOptions(('arm64_2n_its1',), 'x86_64_2n', 10, 2.0, 0.05, 60, 2,
+                                    Path('/nonexistent'), bench=False)
+        text = reporting.render(o, opts)
+        self.assertIn('Loopback benchmark: not run (BENCH=0)', text)
+        self.assertIn('Verdict: 1 KUnit status change.', text)
+        self.assertNotIn('loopback throughput', text)
+        doc = reporting.to_json(o, opts)
+        self.assertIsNone(doc['loopback'])
+        k = doc['kcidb']
+        assert isinstance(k, dict)
+        kcidb_schema.validate(k)
+        self.assertFalse([t for t in k['tests'] if t['path'].startswith('lo_counters')])
+        self.assertFalse([b for b in k['builds'] if 'guest' in b['id']])
+
+    def test_counted_figures_judge_and_the_timed_are_shown(self) -> None:
+        """With counted figures the verdict is theirs, even where the timed moved."""
+        rng = random.Random(5)
+
+        def rec(scale: float) -> dict[str, object]:
+            p1, pn = 8e4 * scale * rng.gauss(1, 0.01), 1.4e5 * scale * rng.gauss(1, 0.01)
+            return {'pps_single': p1, 'pps_total': pn, 'scaling_efficiency': pn / (4 * p1),
+                    'per_cpu': [{'cpu': c, 'node': c // 2, 'pps': pn / 4} for c in range(4)]}
+        timed = metrics.compare([rec(1) for _ in range(10)], [rec(0.9) for _ in range(10)],
+                                0.05)
+        self.assertIn('regression in', tables.verdict(timed))
+        counts = {'insns_pkt_single': 7000.0, 'insns_pkt_all': 9000.0,
+                  'wshared_pkt_all': 3.0, 'fshared_pkt_all': 1.0}
+        same: list[dict[str, object]] = [
+            {'counted': dict(counts, insns_pkt_single=7000.0 + i)} for i in range(3)]
+        counted = metrics.compare(same, same, 0.05, kind='counted')
+        v = tables.verdict(timed + counted)
+        self.assertTrue(v.startswith('no significant difference in counts'), v)
+        self.assertIn('the timed figures (wall-clock under emulation) are shown, not judged',
+                      v)
 
 
 class DiskFull(unittest.TestCase):

@@ -73,11 +73,14 @@ def run(tree: Tree, opts: CompareOptions) -> str:
     counted = counted_runs.run(plan, opts.alpha, opts.mde) if plan.counted else None
     if counted:
         text += '\n' + counted_runs.report(counted, opts.a, opts.b, opts.alpha)
+    every = diffs + (counted.diffs if counted else [])
+    text += f'\nVerdict ({opts.b} against {opts.a}): {tables.verdict(every)}.\n'
     write_text(opts.out / 'compare.txt', text)
     doc = {'key': store.key, 'runs_per_side': opts.runs, 'alpha': opts.alpha,
            'failed_runs': {opts.a: len(store.failed_runs('a')),
                            opts.b: len(store.failed_runs('b'))},
            'qemu_command': qemu, 'results_file': str(store.path),
+           'verdict': tables.verdict(every),
            'figures': tables.to_json(diffs, opts.a, opts.b, opts.alpha),
            'counted': None if not counted else {
                'runs_per_side': counted.runs, 'results_file': str(counted.store.path),
@@ -86,6 +89,5 @@ def run(tree: Tree, opts: CompareOptions) -> str:
     write_text(opts.out / 'compare.json', json.dumps(doc, indent=1) + '\n')
     title = (f'{opts.a} vs {opts.b}, Linux {tree.version} {opts.arch}, '
              f'{plan.topology.name}, {opts.runs} runs a side')
-    write_text(opts.out / 'compare.svg', plot.render(
-        diffs + (counted.diffs if counted else []), opts.a, opts.b, title))
+    write_text(opts.out / 'compare.svg', plot.render(every, opts.a, opts.b, title))
     return text

@@ -7,7 +7,7 @@ import textwrap
 from dataclasses import asdict
 
 from kloc.bench import metrics
-from kloc.bench.metrics import EFFECT_OF_INTEREST, Difference, verdict_words
+from kloc.bench.metrics import EFFECT_OF_INTEREST, Difference, better_or_worse, verdict_words
 
 WIDTH = 72
 SEED_EFFECT = EFFECT_OF_INTEREST
@@ -35,6 +35,37 @@ def verdict_text(d: Difference, a: str, b: str, alpha: float,
     if not words:
         text = f'{b} {d.verdict} than {a}'
     return f'{text} (significant at alpha = {alpha:g})'
+
+
+def judged(diffs: list[Difference]) -> list[Difference]:
+    """The figures a verdict rests on: the counted ones where there are any (exact
+    under icount), else the timed ones (wall-clock under emulation)."""
+    return [d for d in diffs if d.figure.kind == 'counted'] or diffs
+
+
+def verdict(diffs: list[Difference]) -> str:
+    """What moved, in the judged figures."""
+    rest = judged(diffs)
+    more = 'COUNTED' if rest and rest[0].figure.kind == 'counted' else 'RUNS'
+    parts = []
+    for word, which in (('regression', 'worse'), ('improvement', 'better')):
+        moved = [d.figure.short for d in rest if better_or_worse(d) == which]
+        if moved:
+            parts.append(f'{word} in {len(moved)} of {sum(d.figure.primary for d in rest)} '
+                         f'{rest[0].figure.kind} figures ({", ".join(moved)})')
+    unsure = [d.figure.short for d in rest if d.verdict == 'inconclusive']
+    if unsure and not parts:
+        parts.append(f'inconclusive: no significant difference, but the runs could not '
+                     f'have found the change of interest in {len(unsure)} of '
+                     f'{sum(d.figure.primary for d in rest)} {rest[0].figure.kind} figures '
+                     f'({", ".join(unsure)}); give more {more}')
+    elif not parts:
+        parts.append('no significant difference in '
+                     + ('counts' if rest and rest[0].figure.kind == 'counted'
+                        else 'loopback throughput'))
+    if len(rest) < len(diffs):
+        parts.append('the timed figures (wall-clock under emulation) are shown, not judged')
+    return ', '.join(parts)
 
 
 def render(diffs: list[Difference], a: str, b: str, alpha: float,

@@ -30,8 +30,8 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kloc import counting
 from kloc.bench.metrics import Difference, SideSummary, better_or_worse, verdict_words
+from kloc.counting.plugin import PLUGIN_NAME, PLUGIN_VERSION
 from kloc.errors import KlocError
 from kloc.guests import guest
 from kloc.kunit import ktap, runner
@@ -381,7 +381,7 @@ def _loopback_tests(o: ReviewOutcome, opts: ReviewOptions, ids: _Ids, side: str,
         if not diffs and not failed:
             continue
         genv = env if root == 'lo_counters' else environment(
-            topo, qemu_plugin=f'{counting.PLUGIN_NAME} {counting.PLUGIN_VERSION}',
+            topo, qemu_plugin=f'{PLUGIN_NAME} {PLUGIN_VERSION}',
             accel='tcg')
         good = len((diffs[0].a if side == 'base' else diffs[0].b).values) if diffs else 0
         out.append(_test(ids, build_id, side, topo, root, 'FAIL' if failed else 'PASS', genv,
@@ -443,7 +443,7 @@ def submission(o: ReviewOutcome, opts: ReviewOptions, run_id: str) -> Record:
                                       o.kunit_statuses.get(other, {}), logs)
     arch = topology.get(opts.bench_topology).arch
     config = 'tinyconfig+' + '+'.join(p.stem for p in guest.fragments(ALLOCATOR))
-    for side in SIDES:
+    for side in SIDES if opts.bench else ():
         if side == 'base' or not aa:
             builds.append(_build(ids, side, trees[side], 'guest', arch, config))
         tests += _loopback_tests(o, opts, ids, side, ids.build(side, 'guest', arch))

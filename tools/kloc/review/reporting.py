@@ -8,7 +8,7 @@ import textwrap
 from kloc.bench import tables
 from kloc.guests import guest
 from kloc.bench import counted as counted_runs
-from kloc.bench.metrics import Difference, better_or_worse
+from kloc.bench.metrics import Difference
 from kloc.review import kcidb
 from kloc.review.review import ALLOCATOR, ReviewOptions, ReviewOutcome
 
@@ -27,28 +27,9 @@ def _wrap_command(cmd: list[str], images: dict[str, str]) -> list[str]:
     return lines + [cur]
 
 
-def overall(diffs: list[Difference], changes: int) -> str:
-    """The verdict: per kind of figure (timed, counted), what moved."""
-    parts = []
-    unsure: list[str] = []
-    for kind in dict.fromkeys(d.figure.kind for d in diffs):
-        of_kind = [d for d in diffs if d.figure.kind == kind]
-        tested = sum(d.figure.primary for d in of_kind)
-        for word, which in (('regression', 'worse'), ('improvement', 'better')):
-            moved = [d.figure.short for d in of_kind if better_or_worse(d) == which]
-            if moved:
-                parts.append(f'{word} in {len(moved)} of {tested} {kind} figures '
-                             f'({", ".join(moved)})')
-        unsure += [f'{d.figure.short} ({kind})' for d in of_kind
-                   if d.verdict == 'inconclusive']
-    tested = sum(d.figure.primary for d in diffs)
-    if unsure and not parts:
-        parts.append(f'inconclusive: no significant difference, but the runs could not '
-                     f'have found the change of interest in {len(unsure)} of {tested} '
-                     f'figures ({", ".join(unsure)}); give more RUNS')
-    elif not parts:
-        parts.append('no significant difference in loopback throughput'
-                     + (' or counts' if any(d.figure.kind == 'counted' for d in diffs) else ''))
+def overall(diffs: list[Difference], changes: int, bench: bool = True) -> str:
+    """The verdict: the figures' (tables.verdict), then the KUnit status changes."""
+    parts = [tables.verdict(diffs)] if bench else []
     parts.append(f'{changes} KUnit status change{"s" if changes != 1 else ""}')
     return ', '.join(parts)
 
@@ -56,7 +37,6 @@ def overall(diffs: list[Difference], changes: int) -> str:
 def render(o: ReviewOutcome, opts: ReviewOptions) -> str:
     subject = 'A/A: the base kernel against itself' if opts.aa or not o.patch \
         else o.patch.subject
-    topo_name = opts.bench_topology
     # REVIEW_PACKAGE=1 on a patch that changes the tests: the first line says so
     # (the third stays the patch's subject: cli.py titles the plot with it).
     lines = [f'kloc review: {kcidb.PACKAGE_WARNING}' if o.package else 'kloc review', '']
@@ -94,15 +74,27 @@ def render(o: ReviewOutcome, opts: ReviewOptions) -> str:
         else:
             lines.append('  Status changes: none')
         lines.append('')
+    if opts.bench:
+        lines += _bench_lines(o, opts)
+    else:
+        lines += ['Loopback benchmark: not run (BENCH=0)']
+    lines += ['', f'Verdict: {overall(all_diffs(o), len(o.kunit_changes), opts.bench)}.']
+    lines = [line for block in lines for line in
+             (textwrap.wrap(block, WIDTH, subsequent_indent='  ') if len(block) > WIDTH
+              else [block])]
+    return '\n'.join(lines) + '\n'
+
+
+def _bench_lines(o: ReviewOutcome, opts: ReviewOptions) -> list[str]:
     frags = ' + '.join(p.name for p in guest.fragments(ALLOCATOR))
-    lines += ['Loopback benchmark: selftests/lo_counters in a guest',
-              f'  config: tinyconfig + {frags}',
-              f'  topology: {topo_name}',
-              f'  {opts.runs} runs a side, base and patched interleaved, on '
-              f'{o.key.get("runner", "this machine")};',
-              f'  failed runs (not counted): {o.failed_runs.get("base", 0)} base, '
-              f'{o.failed_runs.get("patched", 0)} patched',
-              '  QEMU (each run boots a fresh guest):']
+    lines = ['Loopback benchmark: selftests/lo_counters in a guest',
+             f'  config: tinyconfig + {frags}',
+             f'  topology: {opts.bench_topology}',
+             f'  {opts.runs} runs a side, base and patched interleaved, on '
+             f'{o.key.get("runner", "this machine")};',
+             f'  failed runs (not counted): {o.failed_runs.get("base", 0)} base, '
+             f'{o.failed_runs.get("patched", 0)} patched',
+             '  QEMU (each run boots a fresh guest):']
     images = {}
     for w in o.qemu_command:
         if w.endswith(('bzImage', '/Image')):
@@ -116,11 +108,13 @@ def render(o: ReviewOutcome, opts: ReviewOptions) -> str:
     if o.counted:
         lines += [''] + counted_runs.report(o.counted, 'base', 'patched',
                                             opts.alpha).splitlines()
-    lines += ['', f'Verdict: {overall(all_diffs(o), len(o.kunit_changes))}.']
-    lines = [line for block in lines for line in
-             (textwrap.wrap(block, WIDTH, subsequent_indent='  ') if len(block) > WIDTH
-              else [block])]
-    return '\n'.join(lines) + '\n'
+    return lines
+
+
+def title(o: ReviewOutcome, opts: ReviewOptions) -> str:
+    """The plot's title: the patch's subject, cut to fit."""
+    subject = 'A/A' if opts.aa or not o.patch else o.patch.subject
+    return f'review: {subject[:53]}'
 
 
 def all_diffs(o: ReviewOutcome) -> list[Difference]:
@@ -144,14 +138,14 @@ def to_json(o: ReviewOutcome, opts: ReviewOptions,
                     'reused_cached_tree': o.reused},
         'kunit': {'topologies': list(opts.topologies), 'totals': o.kunit_totals,
                   'changes': [c.__dict__ for c in o.kunit_changes]} if opts.kunit else None,
-        'loopback': {'topology': opts.bench_topology, 'runs_per_side': opts.runs,
-                     'failed_runs': o.failed_runs, 'qemu_command': o.qemu_command,
-                     'key': o.key,
-                     'figures': tables.to_json(o.diffs, 'base', 'patched', opts.alpha)},
+        'loopback': None if not opts.bench else {
+            'topology': opts.bench_topology, 'runs_per_side': opts.runs,
+            'failed_runs': o.failed_runs, 'qemu_command': o.qemu_command, 'key': o.key,
+            'figures': tables.to_json(o.diffs, 'base', 'patched', opts.alpha)},
         'counted': None if not o.counted else {
             'runs_per_side': o.counted.runs, 'results_file': str(o.counted.store.path),
             'figures': tables.to_json(o.counted.diffs, 'base', 'patched', opts.alpha),
             'contended_lines': o.counted.attribution},
-        'verdict': overall(all_diffs(o), len(o.kunit_changes)),
+        'verdict': overall(all_diffs(o), len(o.kunit_changes), opts.bench),
         'kcidb': kcidb.submission(o, opts, run_id or kcidb.new_run_id()),
     }

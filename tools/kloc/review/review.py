@@ -37,7 +37,6 @@ import json
 import os
 import re
 import stat
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +52,7 @@ from kloc.trees import linkcopy
 from kloc.series.patching import DEFAULT_MODE, Contents, HunkError, Modes, apply_text, conflict, \
     file_changes
 from kloc.errors import KlocError
+from kloc.paths import dropped_edits_dir
 from kloc.trees.sources import Tree, uncommitted
 from kloc.version import KernelVersion
 from kloc.review import copies, integrity
@@ -77,6 +77,7 @@ class ReviewOptions:
     jobs: int
     out: Path
     kunit: bool = True
+    bench: bool = True              # the loopback A/B (BENCH=0: KUnit only)
     aa: bool = False                # A/A: the base against itself
     force: bool = False             # FORCE=1: replace files edited by hand
     mde: float = 3.6                # the change of interest, percent
@@ -537,7 +538,7 @@ def run(base: Tree, patch: PatchInfo | None, opts: ReviewOptions, cache: Path,
         progress.say(f'{integrity.OPT_IN}: the patch changes what judges it, and the '
                      'report says so first: ' + '; '.join(map(str, checked.package)))
     install.install(base.path, base.version, changes.load_series(), force=opts.force,
-                    save=cache / 'dropped-edits' / time.strftime('%Y%m%d-%H%M%S'))
+                    save=dropped_edits_dir())
     dirty = dirty_files(base)
     if dirty:
         progress.say(f'the base tree has uncommitted edits, reviewed as they are (and so '
@@ -562,7 +563,14 @@ def run(base: Tree, patch: PatchInfo | None, opts: ReviewOptions, cache: Path,
                                   for side in ('base', 'patched')}
         outcome.kunit_changes, outcome.kunit_totals = compare_statuses(
             outcome.kunit_statuses['base'], outcome.kunit_statuses['patched'])
+    if opts.bench:
+        _bench(base, patched, patch, opts, outcome)
+    return outcome
 
+
+def _bench(base: Tree, patched: Tree, patch: PatchInfo | None, opts: ReviewOptions,
+           outcome: ReviewOutcome) -> None:
+    """The loopback A/B: timed runs, then counted boots if asked."""
     topo = topology.get(opts.bench_topology)
     ga = guest.Guest(base, topo.arch, ALLOCATOR)
     gb = guest.Guest(patched, topo.arch, ALLOCATOR)
@@ -584,4 +592,3 @@ def run(base: Tree, patch: PatchInfo | None, opts: ReviewOptions, cache: Path,
     outcome.failed_runs = {'base': len(store.failed_runs('a')),
                            'patched': len(store.failed_runs('b'))}
     outcome.qemu_command = guest.qemu_command(ga, plan.a.initrd, topo)
-    return outcome
