@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # make bench-aa: REPEATS short A/A reviews (the base kernel against
-# itself, loopback only) and the share of them that called a significant
-# difference. With sound statistics that share stays near or under ALPHA.
+# itself, loopback only, timed runs alone: COUNTED=0) and the share of
+# them that called a significant difference. With sound statistics that share stays near or under ALPHA.
 # Each review keeps its runs, so an interrupted benchmark resumes.
 
 set -euo pipefail
@@ -23,7 +23,7 @@ called=0
 for i in $(seq 1 "$REPEATS"); do
 	echo "=== A/A review $i of $REPEATS ($RUNS runs a side, ${SECONDS_} s) ===" >&2
 	kloc review ${KERNEL:+--kernel "$KERNEL"} ${KDIR:+--kdir "$KDIR"} --aa --tag "$i" --no-kunit \
-		--runs "$RUNS" --seconds "$SECONDS_" --alpha "$ALPHA" --out "$OUT/bench-aa" \
+		--runs "$RUNS" --counted 0 --seconds "$SECONDS_" --alpha "$ALPHA" --out "$OUT/bench-aa" \
 		>/dev/null
 	verdict=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["verdict"])' \
 		"$OUT/bench-aa/review/aa-$i/review.json")

@@ -11,7 +11,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,14 +23,14 @@ from kloc.kunit import junit, known, runner, suites, summary
 from kloc.lava import device as lava_device, export as lava_export, lab as lava_lab, \
     local as lava_local, remote as lava_remote, session as lava_session
 from kloc.mutants import mutants
-from kloc.qemu import arches, topology
+from kloc.qemu import arches, release, topology
 from kloc.review import fixcheck, kcidb, patch_input, reporting, review
 from kloc.series import changes, install, mail
 from kloc.trees import archive, kernels
 from kloc.atomicfile import write_text
 from kloc.errors import KlocError, describe_os_error
 from kloc.trees.sources import Tree, resolve, uncommitted
-from kloc.paths import cache_dir
+from kloc.paths import cache_dir, dropped_edits_dir
 
 
 def _tree(args: argparse.Namespace) -> Tree:
@@ -59,16 +58,10 @@ def cmd_builddir(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dropped_edits_dir() -> Path:
-    """Where FORCE=1 keeps the hand-edited files it replaces: one folder per command
-    (the pid too: two commands in the same second must not write each other's)."""
-    return cache_dir() / 'dropped-edits' / f'{time.strftime("%Y%m%d-%H%M%S")}-{os.getpid()}'
-
-
 def install_into(tree: Tree, args: argparse.Namespace) -> list[str]:
     """Install the series (explicitly, or before a command that builds the tree)."""
     return install.install(tree.path, tree.version, changes.load_series(),
-                           force=args.force, save=_dropped_edits_dir())
+                           force=args.force, save=dropped_edits_dir())
 
 
 def cmd_install(args: argparse.Namespace) -> int:
@@ -86,7 +79,7 @@ def cmd_install(args: argparse.Namespace) -> int:
 def cmd_uninstall(args: argparse.Namespace) -> int:
     tree = _tree(args)
     restored = install.uninstall(tree.path, tree.version, changes.load_series(),
-                                 force=args.force, save=_dropped_edits_dir())
+                                 force=args.force, save=dropped_edits_dir())
     if restored:
         progress.say(f'restored {len(restored)} files in {tree.path}: ' + ', '.join(restored))
     else:
@@ -188,6 +181,8 @@ def cmd_guest(args: argparse.Namespace) -> int:
     topo = topology.get(args.topology)
     if topo.arch != args.arch:
         raise topology.TopologyError(f'topology {topo.name} is {topo.arch}, not {args.arch}')
+    if args.counted:
+        guest.check_counted(g, topo)
     out = _out(args) / 'guest' / g.name
     out.mkdir(parents=True, exist_ok=True)
     install_into(tree, args)
@@ -238,6 +233,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     _check_counted(args.counted)
     for allocator in (args.a, args.b):      # SLAB on 6.8+: before anything is written
         guest.check(guest.Guest(tree, args.arch, allocator))
+        if args.counted:
+            guest.check_counted(guest.Guest(tree, args.arch, allocator),
+                                topology.get(opts.topology))
     install_into(tree, args)
     _out(args)
     print(compare.run(tree, opts), end='')
@@ -249,6 +247,10 @@ def cmd_review(args: argparse.Namespace) -> int:
     if args.aa == bool(args.patch):
         raise review.ReviewError('give PATCH=file.patch (or a series .mbox), or AA=1 for the '
                                  'base kernel against itself')
+    if not args.bench and (args.no_kunit or args.aa):
+        raise review.ReviewError('BENCH=0 leaves KUnit alone to run, and '
+                                 + ('--no-kunit' if args.no_kunit else 'AA=1 has no KUnit')
+                                 + ': nothing would be reviewed; drop BENCH=0')
     patch = patch_input.load(Path(args.patch)) if args.patch else None
     tree = _tree(args)
     names = _topologies(args)
@@ -257,10 +259,14 @@ def cmd_review(args: argparse.Namespace) -> int:
         f'{Path(args.patch).stem[:40]}-{patch.sha256[:8] if patch else ""}'
     out = Path(args.out).resolve() / 'review' / name
     opts = review.ReviewOptions(names, args.bench_topology, args.runs, args.seconds, args.alpha,
-                                args.timeout, args.jobs, out, kunit=not args.no_kunit, aa=args.aa,
+                                args.timeout, args.jobs, out, kunit=not args.no_kunit,
+                                bench=args.bench, aa=args.aa,
                                 force=args.force, mde=args.mde, counted=args.counted,
                                 runner=_runner(args), review_package=args.review_package)
     _check_counted(args.counted)
+    if args.bench and args.counted:
+        guest.check_counted(guest.Guest(tree, topology.get(args.bench_topology).arch,
+                                        review.ALLOCATOR), topology.get(args.bench_topology))
     checked = review.check(tree, None if args.aa else patch, args.force,
                            args.review_package)
     guest.check_space(cache_dir())
@@ -270,10 +276,20 @@ def cmd_review(args: argparse.Namespace) -> int:
     write_text(out / 'report.txt', text)
     write_text(out / 'review.json', json.dumps(reporting.to_json(outcome, opts),
                                                indent=1) + '\n')
-    write_text(out / 'review.svg', plot.render(
-        reporting.all_diffs(outcome), 'base', 'patched', f'review: {text.splitlines()[2][7:60]}'))
+    files = 'report.txt, review.json'
+    if opts.bench:
+        write_text(out / 'review.svg', plot.render(reporting.all_diffs(outcome), 'base',
+                                                   'patched', reporting.title(outcome, opts)))
+        files += f', review.svg; runs in {out}/runs.jsonl'
     print(text, end='')
-    print(f'\nFiles: {out}/report.txt, review.json, review.svg; runs in {out}/runs.jsonl')
+    print(f'\nFiles: {out}/' + files)
+    return 0
+
+
+def cmd_qemu(args: argparse.Namespace) -> int:
+    """make deps: the QEMU every command runs, fetched once (KLOC_SYSTEM_QEMU=1: none)."""
+    r = release.use(cache_dir(), fetch_missing=True)
+    print(r.bin_dir if r else 'the system\'s QEMU')
     return 0
 
 
@@ -519,6 +535,8 @@ def _review_opts(sp: argparse.ArgumentParser) -> None:
                     help='KUnit topologies; default: all of ' + ','.join(topology.TOPOLOGIES))
     sp.add_argument('--bench-topology', default='x86_64_2n')
     sp.add_argument('--no-kunit', action='store_true', help='the loopback A/B only')
+    _boolean(sp, 'bench', 'BENCH', 'the loopback A/B; BENCH=0: KUnit only, no guest is '
+             'built or booted', default='1')
     _boolean(sp, 'review-package', 'REVIEW_PACKAGE', 'review a patch that changes the '
              'package\'s tests or hooks, or KUnit (the report says so first)')
     _lab_opts(sp)
@@ -580,6 +598,7 @@ class Command:
     out: bool = True                        # --out
     numbers: tuple[str, ...] = ()           # options of defaults.py
     extra: Adder | None = None
+    qemu: bool = False                      # starts QEMU: 10.0 first on PATH
 
 
 COMMANDS = (
@@ -592,29 +611,33 @@ COMMANDS = (
             out=False),
     Command('patches', cmd_patches, 'export the series for git am'),
     Command('kunit', cmd_kunit, 'KUnit on every topology', numbers=('jobs', 'timeout'),
-            extra=_kunit_opts),
-    Command('mutants', cmd_mutants, 'each mutant must be caught', numbers=('jobs', 'timeout')),
+            extra=_kunit_opts, qemu=True),
+    Command('mutants', cmd_mutants, 'each mutant must be caught', numbers=('jobs', 'timeout'),
+            qemu=True),
     Command('guest', cmd_guest, 'one guest, the kselftest once',
-            numbers=('seconds', 'timeout', 'counted'),
-            extra=_guest_opts),
+            numbers=('seconds', 'timeout', 'counted'), extra=_guest_opts, qemu=True),
     Command('compare', cmd_compare, 'SLUB against SLAB guests, interleaved',
             numbers=('runs', 'seconds', 'alpha', 'mde', 'counted', 'timeout'),
-            extra=_compare_opts),
+            extra=_compare_opts, qemu=True),
     # patches are posted against mainline: review takes the newest kernel
     Command('review', cmd_review, 'a patched kernel against its base',
             kernel=kernels.NEWEST,
             numbers=('runs', 'seconds', 'alpha', 'mde', 'counted', 'jobs', 'timeout'),
-            extra=_review_opts),
+            extra=_review_opts, qemu=True),
     Command('known-failures', cmd_known_failures, 'each known upstream failure fails on '
-            'the stock kernel and passes with its fix', numbers=('jobs', 'timeout')),
+            'the stock kernel and passes with its fix', numbers=('jobs', 'timeout'),
+            qemu=True),
     Command('lava', cmd_lava, 'LAVA jobs for the KUnit kernels and the guest kselftest',
-            extra=_lava_opts),
+            extra=_lava_opts, qemu=True),
     Command('report', cmd_report, 'merge the KUnit results; the summary', tree=False),
     Command('registry', cmd_registry, 'the declared kernels, arches and suites, for scripts',
             tree=False, out=False, extra=_registry_opts),
     Command('fetch-source', cmd_fetch_source, 'Debian\'s linux-source-X.Y of sid or '
             'experimental, unpacked into the cache, not installed', tree=False, out=False,
             extra=_fetch_source_opts),
+    Command('qemu', cmd_qemu, f'fetch QEMU {release.SERIES[0]}.{release.SERIES[1]} from '
+            f'Debian {release.SUITE} into the cache (not installed); print its bin dir',
+            tree=False, out=False),
     Command('defaults', cmd_defaults, 'every option\'s default, as make help shows them',
             tree=False, out=False),
     Command('out', cmd_out, 'make OUT, marked as kloc\'s for make clean; print its path',
@@ -655,6 +678,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     signal.signal(signal.SIGTERM, _interrupted)
     try:
+        if any(c.qemu for c in COMMANDS if c.name == args.command):
+            release.use(cache_dir())
         rc: int = args.fn(args)
         return rc
     except KlocError as e:

@@ -107,7 +107,8 @@ OPTIONS = (
            (('kunit', '300'), ('review', '300'), ('mutants', '120'), ('guest', '180'),
             ('known-failures', '300'),
             ('compare', '180')), low=1, high=86400, integer=True),
-    Option('RUNS', 'runs', 'good runs per side', (('compare', '10'), ('review', '30')),
+    Option('RUNS', 'runs', 'good timed runs per side (wall-clock under emulation: shown, '
+           'judged only where no counted boots are)', (('compare', '6'), ('review', '10')),
            low=2, high=10000, integer=True),
     Option('SECONDS', 'seconds', 'measuring time of each phase, in seconds (from 0.1: a '
            'shorter phase sends too few packets to time)',
@@ -120,8 +121,8 @@ OPTIONS = (
     Option('JOBS', 'jobs', 'parallel build jobs and tool-test workers', (('*', 'nproc'),),
            low=1, high=4096, integer=True),
     Option('COUNTED', 'counted', 'boots a side under the QEMU counting plugin, after the '
-           'timed runs (0: none; 3 judge instructions per packet)',
-           (('compare', '0'), ('review', '0'), ('guest', '0')),
+           'timed runs; the verdict rests on their counts (0: none, the timed runs judge)',
+           (('compare', '3'), ('review', '3'), ('guest', '0')),
            low=0, high=1000, integer=True),
 )
 

@@ -155,9 +155,17 @@ static void plugin_err(const char *fmt, ...)
 /* Markers: x86_64 nopl disp32(%rax), arm64 movz xzr, #imm16, lsl #48. */
 static bool marker_payload(struct qemu_plugin_insn *insn, uint32_t *payload)
 {
-	const uint8_t *b = qemu_plugin_insn_data(insn);
 	size_t n = qemu_plugin_insn_size(insn);
 	uint32_t w;
+#if QEMU_PLUGIN_VERSION >= 3
+	/* API 3 (QEMU 9.0) on: the bytes are copied out, no longer lent. */
+	uint8_t b[8];
+
+	if (n > sizeof(b) || qemu_plugin_insn_data(insn, b, n) != n)
+		return false;
+#else
+	const uint8_t *b = qemu_plugin_insn_data(insn);
+#endif
 
 	if (target[0] == 'x') {
 		uint32_t d;
@@ -868,7 +876,7 @@ static int make_segments(void)
 {
 	if (!nnoderanges) {
 		plugin_err("no node= arguments: give the guest's RAM as node=N:LO-HI "
-			   "(tools/kloc/counting.py derives them from the QEMU options)");
+			   "(tools/kloc/counting/qemu_args.py derives them from the QEMU options)");
 		return -1;
 	}
 	if (!nramargs) {	/* this QEMU reports guest-physical addresses */

@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tempfile
 import unittest
 from pathlib import Path
+from unittest import mock
 
-from kloc import counting
+from kloc.counting.plugin import Plugin
 from kloc.guests import guest
-from kloc.qemu import topology
+from kloc.paths import cache_dir
+from kloc.qemu import release, topology
 from kloc.trees.sources import Tree
 from kloc.version import KernelVersion
 
@@ -39,7 +42,7 @@ class CountedCommand(unittest.TestCase):
     def test_tcg_one_thread_icount_and_no_kaslr(self) -> None:
         g = guest.Guest(tree('6.12.57'), 'x86_64', 'slub')
         topo = topology.get('x86_64_2n')
-        plugin = counting.Plugin(Path('/p/kloc-count.so'), '1:7.2', 1, False)
+        plugin = Plugin(Path('/p/kloc-count.so'), '1:7.2', 1, False)
         cmd = guest.counted_command(g, Path('/i.gz'), topo, plugin, Path('/c.json'))
         self.assertEqual(cmd[cmd.index('-accel') + 1], 'tcg,thread=single')
         self.assertEqual(cmd.count('-accel'), 1)
@@ -51,17 +54,31 @@ class CountedCommand(unittest.TestCase):
         self.assertNotIn('-icount', timed)
         self.assertNotIn('-plugin', timed)
 
-    def test_no_icount_for_kernels_that_hang_under_it(self) -> None:
-        """6.1 hangs bringing up its secondary CPUs under icount: host clock."""
+    def test_every_counted_boot_runs_under_icount(self) -> None:
         topo = topology.get('x86_64_2n')
-        plugin = counting.Plugin(Path('/p/kloc-count.so'), '1:7.2', 1, False)
+        plugin = Plugin(Path('/p/kloc-count.so'), '1:10.0.2', 4, False)
+        for version in ('6.1.192', '6.12.57', '7.2.0'):
+            cmd = guest.counted_command(guest.Guest(tree(version), 'x86_64', 'slub'),
+                                        Path('/i.gz'), topo, plugin, Path('/c.json'))
+            self.assertEqual(cmd[cmd.index('-icount') + 1], 'shift=0,sleep=off')
+            self.assertEqual(cmd[cmd.index('-accel') + 1], 'tcg,thread=single')
+
+    def test_6_1_is_refused_on_a_qemu_whose_icount_hangs_it(self) -> None:
+        """The QEMU on PATH decides: the system's 7.2 refuses 6.1, QEMU 10.0 runs it."""
+        topo = topology.get('x86_64_2n')
         old = guest.Guest(tree('6.1.192'), 'x86_64', 'slab')
-        self.assertEqual(guest.counted_clock(old), 'host')
-        cmd = guest.counted_command(old, Path('/i.gz'), topo, plugin, Path('/c.json'))
-        self.assertNotIn('-icount', cmd)
-        self.assertEqual(cmd[cmd.index('-accel') + 1], 'tcg,thread=single')
-        self.assertEqual(guest.counted_clock(guest.Guest(tree('6.12.57'), 'x86_64', 'slub')),
-                         'icount')
+        new = guest.Guest(tree('6.12.57'), 'x86_64', 'slub')
+        system = Path('/usr/bin')             # Debian 12's QEMU 7.2
+        ten = release.fetch(cache_dir()).bin_dir
+        for first, refused in ((system, True), (ten, False)):
+            with mock.patch.dict(os.environ, {'PATH': f'{first}:{os.environ["PATH"]}'}):
+                guest.check_counted(new, topo)      # 6.12 boots under either icount
+                if refused:
+                    with self.assertRaisesRegex(guest.GuestError,
+                                                r'need QEMU 8\.1 or later.*QEMU 10\.0'):
+                        guest.check_counted(old, topo)
+                else:
+                    guest.check_counted(old, topo)
 
 
 class GuestRequest(unittest.TestCase):

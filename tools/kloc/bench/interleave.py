@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kloc import counting, progress
+from kloc import progress
+from kloc.counting.plugin import PLUGIN_NAME, PLUGIN_VERSION, Plugin
 from kloc.guests import guest
 from kloc.bench.metrics import extract
 from kloc.bench.store import BenchRun, Store, open_store
@@ -48,17 +49,16 @@ class AbPlan:
     key: dict[str, str]       # what the runs are of; see results.open_store
     max_failures: int = 3     # failed runs one side may have
     counted: int = 0          # counted boots wanted per side (QEMU plugin)
-    plugin: counting.Plugin | None = None
+    plugin: Plugin | None = None
     binary: Path | None = None          # the static selftest both initramfs hold
     counted_initrd: Path | None = None  # its counted run: a fixed count per window
 
     def counted_key(self) -> dict[str, str]:
         """The counted runs' store key: the timed key, plus the plugin."""
         assert self.plugin is not None
-        clocks = {guest.counted_clock(s.guest) for s in (self.a, self.b)}
-        return dict(self.key, counted=f'{counting.PLUGIN_NAME} {counting.PLUGIN_VERSION}',
+        return dict(self.key, counted=f'{PLUGIN_NAME} {PLUGIN_VERSION}',
                     plugin=self.plugin.path.parent.name,
-                    selftest_args=' '.join(counted_args()), clock='+'.join(sorted(clocks)))
+                    selftest_args=' '.join(counted_args()), clock='icount')
 
 
 def selftest_args(seconds: float) -> list[str]:
@@ -155,7 +155,7 @@ def run_counted(plan: AbPlan) -> Store:
 
 
 def _interleave(plan: AbPlan, store: Store, runs: int,
-                plugin: counting.Plugin | None) -> Store:
+                plugin: Plugin | None) -> Store:
     sides = {'a': plan.a, 'b': plan.b}
     what = 'counted boots' if plugin else 'good runs'
     if store.runs:

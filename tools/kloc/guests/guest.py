@@ -21,7 +21,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kloc import counting, progress
+from kloc import progress
+from kloc.counting import qemu_args
+from kloc.counting.counts import per_packet, read_counts
+from kloc.counting.errors import CountingError
+from kloc.counting.plugin import Plugin
 from kloc.qemu import arches
 from kloc.atomicfile import write_bytes, write_text
 from kloc.qemu.topology import Topology, accel_args
@@ -326,7 +330,7 @@ def check_machine(record: dict[str, object], topo: Topology) -> str:
 
 def qemu_command(guest: Guest, initrd: Path, topo: Topology,
                  counted: bool = False) -> list[str]:
-    """counted: for counting.counted_command(), which picks the accelerator (TCG),
+    """counted: for qemu_args.counted_command(), which picks the accelerator (TCG),
     with the kernel where its System.map says (counted boots name PCs by it)."""
     console = arches.get(guest.arch).console
     extra = ' nokaslr' if counted else ''
@@ -343,17 +347,32 @@ def qemu_command(guest: Guest, initrd: Path, topo: Topology,
 # without it, instructions per packet varied by 1.6% between boots, with it
 # by 0.1% (docs/counting.md).
 ICOUNT = ['-icount', 'shift=0,sleep=off']
-# Linux 6.1 (6.1.192, tinyconfig and Debian's cloud kernel alike) hangs under
-# QEMU 7.2's icount at "x86: Booting SMP configuration", with every shift
-# and sleep setting and CPU model tried; 6.12 boots. Older kernels' counted
-# boots run on the host clock: instructions per packet then vary by about
-# 1.6% between boots instead of 0.1-0.3%.
-ICOUNT_FROM = KernelVersion(6, 12)
+# Every counted boot runs under icount with all its vCPUs online. Linux
+# before 6.12 (6.1.192, tinyconfig and Debian's cloud kernel alike) hangs
+# under QEMU 7.2's icount at "x86: Booting SMP configuration", with every
+# shift and sleep setting tried: with icount and SMP, 7.2's round-robin vCPU
+# scheduler could starve a vCPU for good ("accel/tcg/tcg-accel-ops-rr: ensure
+# fairness with icount", QEMU 8.1). QEMU 10.0 (qemu/release.py) boots it in
+# 56 s; where only an older QEMU runs, those counted boots are refused.
+ICOUNT_SMP_HANGS_BEFORE = KernelVersion(6, 12)
+ICOUNT_SMP_FAIR_FROM = (8, 1)
 
 
-def counted_clock(guest: Guest) -> str:
-    """'icount' (deterministic) or 'host' (the kernel hangs under icount)."""
-    return 'icount' if guest.tree.version >= ICOUNT_FROM else 'host'
+def check_counted(g: Guest, topo: Topology) -> None:
+    """Refuse counted boots this QEMU cannot run under icount with every vCPU."""
+    if g.tree.version >= ICOUNT_SMP_HANGS_BEFORE:
+        return
+    binary = f'qemu-system-{topo.qemu_arch}'
+    try:
+        have = qemu_args.qemu_version(binary)
+    except CountingError as e:
+        raise GuestError(f'counted boots: {e}') from None
+    if have < ICOUNT_SMP_FAIR_FROM:
+        raise GuestError(
+            f'counted boots of Linux {g.tree.version} need QEMU '
+            f'{ICOUNT_SMP_FAIR_FROM[0]}.{ICOUNT_SMP_FAIR_FROM[1]} or later: under QEMU '
+            f'{have[0]}.{have[1]}\'s icount its secondary CPUs never come up. make deps '
+            'fetches QEMU 10.0 (unset KLOC_SYSTEM_QEMU), or give COUNTED=0')
 
 
 # How much longer a counted boot may take than a timed one (measured: 3-9x):
@@ -361,16 +380,15 @@ def counted_clock(guest: Guest) -> str:
 COUNTED_SLOWDOWN = 12
 
 
-def counted_command(guest: Guest, initrd: Path, topo: Topology, plugin: counting.Plugin,
+def counted_command(guest: Guest, initrd: Path, topo: Topology, plugin: Plugin,
                     counts: Path) -> list[str]:
     """A counted boot: TCG with one host thread and icount, the plugin, no KASLR."""
     cmd = qemu_command(guest, initrd, topo, counted=True)
-    clock = ICOUNT if counted_clock(guest) == 'icount' else []
-    return counting.counted_command(cmd, plugin.path, counts) + clock
+    return qemu_args.counted_command(cmd, plugin.path, counts) + ICOUNT
 
 
 def run(guest: Guest, initrd: Path, topo: Topology, timeout: int,
-        console_log: Path, plugin: counting.Plugin | None = None) -> RunResult:
+        console_log: Path, plugin: Plugin | None = None) -> RunResult:
     """One boot. With a plugin, a counted boot: the record gets its per-packet
     figures under 'counted', and the plugin's JSON beside the console.
     timeout: a timed boot's; a counted boot gets COUNTED_SLOWDOWN times it."""
@@ -397,9 +415,8 @@ def run(guest: Guest, initrd: Path, topo: Topology, timeout: int,
         why = check_machine(record, topo)
     if record and not why and plugin is not None:
         try:
-            record = dict(record, counted=counting.per_packet(counting.read_counts(counts),
-                                                              record),
+            record = dict(record, counted=per_packet(read_counts(counts), record),
                           counts_file=str(counts))
-        except counting.CountingError as e:
+        except CountingError as e:
             why = f'counted boot: {e}'
     return RunResult(not why, record, secs, why, '\n'.join(out.splitlines()[-25:]))

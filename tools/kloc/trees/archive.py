@@ -47,6 +47,7 @@ class ArchiveError(KlocError):
 class Archive:
     suite: str
     cache: Path             # $KLOC_CACHE
+    with_sources: bool = False  # deb-src too (apt-get source)
 
     @property
     def root(self) -> Path:
@@ -75,7 +76,9 @@ class Archive:
             (self.root / d).mkdir(parents=True, exist_ok=True)
         mirror = os.environ.get('KLOC_DEBIAN_MIRROR', MIRROR)
         signed = f' [signed-by={KEYRING}]' if KEYRING.is_file() else ''
-        (self.root / 'sources.list').write_text(f'deb{signed} {mirror} {self.suite} main\n')
+        kinds = ('deb', 'deb-src') if self.with_sources else ('deb',)
+        (self.root / 'sources.list').write_text(''.join(
+            f'{kind}{signed} {mirror} {self.suite} main\n' for kind in kinds))
 
 
 def _apt(a: Archive, *args: str, cwd: Path | None = None, keep_stderr: bool = False) -> str:
@@ -110,6 +113,38 @@ def candidate(a: Archive, package: str) -> str:
     out = _apt(a, 'policy', package)
     m = re.search(r'^\s*Candidate: (\S+)$', out, re.M)
     return m.group(1) if m and m.group(1) != '(none)' else ''
+
+
+def download(a: Archive, specs: list[str], into: Path) -> None:
+    """apt-get download of package=version specs into a folder (nothing installed)."""
+    _apt(a, 'download', *specs, cwd=into)
+
+
+def orig_tarball(a: Archive, package: str, version: str, into: Path) -> Path:
+    """The upstream tarball of source package=version, into a folder: its name and
+    SHA-256 from the suite's Sources index (which the archive's key signs), its
+    bytes by apt-helper, which checks them against that hash. The tarball alone:
+    a mirror may keep it while a backport's .dsc and .debian.tar are gone."""
+    for stanza in _apt(a, 'showsrc', package).split('\n\n'):
+        fields = dict(re.findall(r'^(Version|Directory): (\S+)$', stanza, re.M))
+        if fields.get('Version') != version or 'Directory' not in fields:
+            continue
+        sums = stanza.split('Checksums-Sha256:', 1)[-1]
+        m = re.search(r'^ ([0-9a-f]{64}) \d+ (\S+\.orig\.tar\.(?:xz|gz|bz2))$', sums, re.M)
+        if not m:
+            break
+        mirror = os.environ.get('KLOC_DEBIAN_MIRROR', MIRROR)
+        dest = into / m.group(2)
+        cmd = ['/usr/lib/apt/apt-helper', 'download-file',
+               f'{mirror}/{fields["Directory"]}/{m.group(2)}', str(dest), f'SHA256:{m.group(1)}']
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode or not dest.is_file():
+            raise ArchiveError(f'downloading {m.group(2)} ({a.suite}) failed: '
+                               f'{" ".join((r.stdout + r.stderr).split())[-600:]}; check the '
+                               'network and the mirror (KLOC_DEBIAN_MIRROR=)')
+        return dest
+    raise ArchiveError(f'Debian {a.suite}\'s Sources index has no upstream tarball of '
+                       f'{package} {version}')
 
 
 def sources_offered(a: Archive) -> list[KernelVersion]:
@@ -165,7 +200,7 @@ def fetch_source(cache: Path, series: str, suite: str) -> Path:
                                    + ', '.join(str(v) for v in sources_offered(a)))
             progress.say(f'downloading {package} {version} from Debian {suite} (apt-get '
                          'download: not installed)')
-            _apt(a, 'download', f'{package}={version}', cwd=Path(tmp))
+            download(a, [f'{package}={version}'], Path(tmp))
             debs = list(Path(tmp).glob(f'{package}_*.deb'))
             if len(debs) != 1:
                 raise ArchiveError(f'apt-get download of {package} gave {len(debs)} files')
