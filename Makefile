@@ -71,8 +71,8 @@ help:
 	@echo '  make kselftest   build the kselftests standalone and in-tree; run them on this kernel'
 	@echo '  make guest       build a minimal guest (ARCH=, ALLOC=slub|slab) and run the kselftest once'
 	@echo '  make compare     SLUB vs SLAB guests (the newest kernel with SLAB), interleaved: table, JSON, SVG plot'
-	@echo "  make review      PATCH=file: base vs patched kernel (KERNEL=$$($(KLOC) registry newest) by default), KUnit + loopback A/B; report"
-	@echo '  make bench-aa    20 short A/A reviews: how often a null difference is called'
+	@echo "  make review      PATCH=file: base vs patched kernel (KERNEL=$$($(KLOC) registry newest) by default), KUnit + loopback A/B (timed and counted); report"
+	@echo '  make bench-aa    REPEATS= short A/A reviews: how often a null difference is called'
 	@echo '  make mutants     apply each mutant to a copy of the tree; each must be caught'
 	@echo '  make known-failures  each known upstream failure of KERNEL= fails stock and passes with its fix'
 	@echo '  make lava        LAVA jobs for the KUnit kernels and the guest kselftest (RUN=1: run them here)'
@@ -114,8 +114,8 @@ kunit: deps
 		$(call opt,--timeout,$(TIMEOUT)) $(call opt,--topologies,$(TOPOLOGIES))
 
 guest: deps
-	@$(KLOC) guest $(TREE) --arch $(call q,$(or $(ARCH),x86_64)) \
-		--alloc $(call q,$(or $(ALLOC),slub)) --topology $(call q,$(or $(TOPOLOGY),x86_64_2n)) \
+	@$(KLOC) guest $(TREE) $(call opt,--arch,$(ARCH)) \
+		$(call opt,--alloc,$(ALLOC)) $(call opt,--topology,$(TOPOLOGY)) \
 		$(call opt,--timeout,$(TIMEOUT)) $(call opt,--seconds,$(SECONDS)) \
 		$(call opt,--counted,$(COUNTED)) --out $(call q,$(OUT))
 
@@ -124,7 +124,7 @@ LAB = $(call opt,--lava-url,$(LAVA_URL)) $(call opt,--lava-token-file,$(LAVA_TOK
 	$(call opt,--artifacts-url,$(LAVA_ARTIFACTS_URL))
 
 compare: deps
-	@$(KLOC) compare $(TREE) --arch $(call q,$(or $(ARCH),x86_64)) \
+	@$(KLOC) compare $(TREE) $(call opt,--arch,$(ARCH)) \
 		$(call opt,--topology,$(TOPOLOGY)) $(NUMBERS) $(LAB) --out $(call q,$(OUT))
 
 review: deps
@@ -136,9 +136,8 @@ review: deps
 # A benchmark, not a test: the share of A/A reviews that call a difference.
 bench-aa: deps
 	@$(MARK_OUT) && OUT=$(call q,$(OUT)) PYTHON=$(call q,$(PYTHON)) KERNEL=$(call q,$(KERNEL)) \
-		REPEATS=$(call q,$(or $(REPEATS),20)) RUNS=$(call q,$(or $(AA_RUNS),6)) \
-		AA_SECONDS=$(call q,$(or $(AA_SECONDS),1)) ALPHA=$(call q,$(or $(ALPHA),0.05)) \
-		tools/bench-aa.sh
+		REPEATS=$(call q,$(REPEATS)) RUNS=$(call q,$(AA_RUNS)) \
+		AA_SECONDS=$(call q,$(AA_SECONDS)) ALPHA=$(call q,$(ALPHA)) tools/bench-aa.sh
 
 kselftest: deps
 	@$(MARK_OUT) && OUT=$(call q,$(OUT)) PYTHON=$(call q,$(PYTHON)) KERNEL=$(call q,$(KERNEL)) \

@@ -312,7 +312,9 @@ static struct pc_slot *pc_slot(struct hot_line *h, uint64_t pc, unsigned int vcp
 	min->pc = pc;
 	min->err = min->count;
 	min->count++;
-	min->hitm = min->inval = min->shared = 0;
+	min->hitm = 0;
+	min->inval = 0;
+	min->shared = 0;
 	min->vcpus = 1U << vcpu_index;
 	return min;
 }
@@ -727,6 +729,27 @@ static void write_json(FILE *f)
 	fputs("]}\n", f);
 }
 
+/* At exit, after the counts are written: the vCPUs have stopped. */
+static void free_all(void)
+{
+	GHashTableIter it;
+	gpointer key, value;
+
+	g_hash_table_iter_init(&it, hot);
+	while (g_hash_table_iter_next(&it, &key, &value))
+		g_free(value);
+	g_hash_table_destroy(hot);
+	hot = NULL;
+	for (int i = 0; i < nsegs; i++) {
+		munmap(segs[i].lines, segs[i].nlines * sizeof(uint64_t));
+		segs[i].lines = NULL;
+	}
+	g_free(vcpus);
+	vcpus = NULL;
+	g_free(out_path);
+	out_path = NULL;
+}
+
 static void at_exit(qemu_plugin_id_t id, void *udata)
 {
 	(void)id;
@@ -759,6 +782,7 @@ static void at_exit(qemu_plugin_id_t id, void *udata)
 			free(buf);
 		}
 	}
+	free_all();
 	g_mutex_unlock(&lock);
 }
 
@@ -836,7 +860,8 @@ static int parse_args(int argc, char **argv)
 				cpu_node[c] = (int)n;
 		} else if (!strcmp(argv[i], "ram")) {
 			if (!parse_range(val, &lo, &hi, &n, false) || nramargs >= MAX_SEGS) {
-				plugin_err("ram=%s: want ram=LO-HI:GPA (at most %d)", val, MAX_SEGS);
+				plugin_err("ram=%s: want ram=LO-HI:GPA (at most %d)",
+					   val, MAX_SEGS);
 				return -1;
 			}
 			ramarg[nramargs].lo = lo;

@@ -21,10 +21,11 @@ import time
 import unittest
 from pathlib import Path
 
-from kloc.counting.counts import (PHASE_ALL, PHASE_SINGLE, Counts, VcpuCounts, marker_define,
-                                  parse_counts, per_packet, read_counts)
+from kloc.bench import metrics
+from kloc.counting.counts import (FIGURES, PHASE_ALL, PHASE_SINGLE, Counts, VcpuCounts,
+                                  marker_define, parse_counts, per_packet, read_counts)
 from kloc.counting.errors import CountingError
-from kloc.counting.plugin import (GET_HEADER, PLUGIN_DIR, Plugin, build_plugin,
+from kloc.counting.plugin import (GET_HEADER, PLUGIN_DIR, PLUGIN_VERSION, Plugin, build_plugin,
                                   check_plugin_matches_qemu, header_api_version, header_dir,
                                   installed_qemu_source)
 from kloc.counting.qemu_args import counted_command, memory_map, parse_size, plugin_args
@@ -324,8 +325,9 @@ class Output(unittest.TestCase):
         self.assertAlmostEqual(f['insns_pkt_all'], 22 / 22)
         self.assertAlmostEqual(f['shared_pkt_all'], 4 / 22)
         self.assertAlmostEqual(f['wshared_pkt_all'], 2 / 22)
-        self.assertAlmostEqual(f['transfers_pkt_single'], 4 / 11)
+        self.assertAlmostEqual(f['transfers_pkt_all'], 4 / 22)
         self.assertAlmostEqual(f['remote_pct_all'], 50.0)
+        self.assertEqual(list(f), list(FIGURES))
         with self.assertRaisesRegex(CountingError, 'gives no packets'):
             per_packet(c, {'measured_single': 0, 'per_cpu': []})
 
@@ -543,3 +545,14 @@ del _Boot   # only its subclasses are tests
 
 if __name__ == '__main__':
     unittest.main()
+
+
+class OneListOfFigures(unittest.TestCase):
+    """The counted figures per_packet makes are those metrics describes, in one order."""
+
+    def test_metrics_describes_exactly_the_figures(self) -> None:
+        self.assertEqual(list(metrics.COUNTED), list(FIGURES))
+
+    def test_the_plugin_version_is_its_sources(self) -> None:
+        src = (PLUGIN_DIR / 'kloc-count.c').read_text()
+        self.assertIn(f'#define KLOC_COUNT_VERSION "{PLUGIN_VERSION}"\n', src)

@@ -80,7 +80,7 @@ def counted_args() -> list[str]:
 
 
 def qemu_version(topo: Topology) -> str:
-    r = subprocess.run([f'qemu-system-{topo.qemu_arch}', '--version'], capture_output=True,
+    r = subprocess.run([topo.qemu_binary, '--version'], capture_output=True,
                        text=True)
     return r.stdout.splitlines()[0] if r.stdout else 'unknown'
 

@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 
 from kloc.bench import stats
+from kloc.counting.counts import FIGURES
 
 # The change of interest when none is given: the seed patch's claimed gain
 # (../shared/seeds). A run that could not have found it is inconclusive.
@@ -215,7 +216,7 @@ def compare(a_records: list[dict[str, object]], b_records: list[dict[str, object
     b_vals = [pick(r) for r in b_records]
     names = [n for n in a_vals[0] if all(n in v for v in a_vals + b_vals)]
     if kind == 'counted':
-        names.sort(key=list(COUNTED).index)
+        names.sort(key=FIGURES.index)
     else:
         names.sort(key=lambda n: (not n.startswith('pps_s'), not n.startswith('pps_t'),
                                   not n.startswith('scal'), n))

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kloc.counting.errors import CountingError
 from kloc.counting.plugin import MARKER_H, PLUGIN_NAME
-
-LINE_BYTES = 64
 
 
 def marker_define(name: str, header: Path = MARKER_H) -> int:
@@ -105,6 +103,7 @@ class Line:
     vcpus: tuple[LineVcpu, ...]
     pcs: tuple[PcCount, ...]
     false_shared: int = 0       # shared stores to bytes only their vCPU stores to
+    size: int = field(kw_only=True)     # bytes: the plugin's line_bytes
 
     @property
     def transfers(self) -> int:
@@ -169,6 +168,7 @@ def parse_counts(text: str) -> Counts:
         if doc.get('plugin') != PLUGIN_NAME:
             raise CountingError('not kloc-count output')
         phases = {}
+        line_bytes = _int(doc, 'line_bytes')
         for p in doc['phases']:
             vcpus = tuple(VcpuCounts(**{k: int(v) for k, v in c.items()}) for c in p['vcpus'])
             lines = tuple(
@@ -180,7 +180,7 @@ def parse_counts(text: str) -> Counts:
                      tuple(PcCount(_hex(c['pc']), int(c['events']), int(c['overcount_max']),
                                    int(c['hitm']), int(c['invalidations']), int(c['shared']),
                                    tuple(int(x) for x in c['vcpus'])) for c in li['pcs']),
-                     int(li.get('false_shared', 0)))
+                     int(li.get('false_shared', 0)), size=line_bytes)
                 for li in p['lines'])
             phases[int(p['phase'])] = Phase(int(p['phase']), int(p['windows']),
                                             int(p['contended_lines']), vcpus, lines)
@@ -194,6 +194,14 @@ def parse_counts(text: str) -> Counts:
                       _int(doc, 'lines_dropped'), phases)
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise CountingError(f'the plugin output cannot be read: {e}') from None
+
+
+# The counted figures, in the order reports show them: bench/metrics.py
+# describes each (title, unit, whether it is a primary), and a tool test
+# checks that it describes exactly these.
+FIGURES = ('insns_pkt_single', 'insns_pkt_all', 'wshared_pkt_all', 'fshared_pkt_all',
+           'shared_pkt_all', 'remote_pct_all', 'transfers_pkt_all', 'wshared_pkt_single',
+           'shared_pkt_single', 'remote_pct_single')
 
 
 def per_packet(counts: Counts, record: dict[str, object]) -> dict[str, float]:
@@ -217,7 +225,7 @@ def per_packet(counts: Counts, record: dict[str, object]) -> dict[str, float]:
         out[f'fshared_pkt_{suffix}'] = phase.total('false_shared') / n
         out[f'transfers_pkt_{suffix}'] = phase.total('transfers') / n
         out[f'remote_pct_{suffix}'] = 100 * phase.remote_share
-    return out
+    return {k: out[k] for k in FIGURES}
 
 
 def read_counts(path: Path) -> Counts:

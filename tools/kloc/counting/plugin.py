@@ -25,7 +25,18 @@ MARKER_H = PLUGIN_DIR / 'kloc-marker.h'
 GET_HEADER = PLUGIN_DIR / 'get-header.sh'
 PLUGIN_SOURCES = ('kloc-count.c', 'Makefile')
 PLUGIN_NAME = 'kloc-count'
-PLUGIN_VERSION = '1.0'
+
+
+def _source_version() -> str:
+    """KLOC_COUNT_VERSION of kloc-count.c: the version its JSON reports, declared there."""
+    src = PLUGIN_DIR / 'kloc-count.c'
+    m = re.search(r'^#define KLOC_COUNT_VERSION "([^"]+)"$', src.read_text(), re.M)
+    if not m:
+        raise CountingError(f'{src} defines no KLOC_COUNT_VERSION "x.y"')
+    return m.group(1)
+
+
+PLUGIN_VERSION = _source_version()
 
 
 def header_dir() -> Path:

@@ -7,7 +7,7 @@ import bisect
 from dataclasses import dataclass
 from pathlib import Path
 
-from kloc.counting.counts import LINE_BYTES, Line
+from kloc.counting.counts import Line
 from kloc.counting.errors import CountingError
 from kloc.counting.qemu_args import ARM_VIRT_IMAGE_PHYS
 
@@ -105,7 +105,7 @@ def describe_line(line: Line, syms: SymbolMap | None, arch: str) -> str:
         return ''
     if syms.in_image(line.vaddr):
         return syms.data_symbol(line.vaddr) or 'kernel image'
-    v = syms.image_vaddr(line.paddr + (line.vaddr & (LINE_BYTES - 1)), arch)
+    v = syms.image_vaddr(line.paddr + (line.vaddr & (line.size - 1)), arch)
     if v is not None:
         return syms.data_symbol(v) or 'kernel image'
     return 'kernel, dynamic (direct map)'
@@ -113,13 +113,13 @@ def describe_line(line: Line, syms: SymbolMap | None, arch: str) -> str:
 
 def line_symbols(line: Line, syms: SymbolMap, arch: str) -> list[str]:
     """Every static symbol that starts in the line (false sharing: more than one)."""
-    base = line.vaddr & ~(LINE_BYTES - 1) if syms.in_image(line.vaddr) \
+    base = line.vaddr & ~(line.size - 1) if syms.in_image(line.vaddr) \
         else syms.image_vaddr(line.paddr, arch)
     if base is None:
         return []
     i = bisect.bisect_left(syms.data_keys, base)
     out = []
-    while i < len(syms.data) and syms.data[i].addr < base + LINE_BYTES:
+    while i < len(syms.data) and syms.data[i].addr < base + line.size:
         if syms.data[i].name not in out:
             out.append(syms.data[i].name)
         i += 1

@@ -31,7 +31,7 @@ from kloc.atomicfile import write_bytes, write_text
 from kloc.qemu.topology import Topology, accel_args
 from kloc.kunit.runner import build_env
 from kloc.paths import PACKAGE_ROOT, cache_dir
-from kloc.trees import archive
+from kloc.trees import archive, kernels
 from kloc.trees.sources import Tree
 from kloc.procs import disk_full_hint, run_logged, tail
 from kloc.version import KernelVersion
@@ -41,7 +41,6 @@ CONFIGS = PACKAGE_ROOT / 'configs'
 SELFTEST = PACKAGE_ROOT / 'selftests' / 'lo_counters' / 'lo_counters.c'
 BUSYBOX = Path('/bin/busybox')
 ALLOCATORS = ('slub', 'slab')
-SLAB_REMOVED = KernelVersion(6, 8)
 BEGIN, END = 'KLOC-RESULT-BEGIN', 'KLOC-RESULT-END'
 
 
@@ -78,7 +77,7 @@ def check(guest: Guest) -> None:
                          f'{", ".join(arches.ARCHES)}')
     if guest.allocator not in ALLOCATORS:
         raise GuestError(f'allocator {guest.allocator!r}: use slub or slab')
-    if guest.allocator == 'slab' and guest.tree.version >= SLAB_REMOVED:
+    if guest.allocator == 'slab' and not kernels.has_slab(guest.tree.version):
         raise GuestError(f'SLAB is not available on Linux {guest.tree.version}: it was '
                          'deprecated in 6.5 and removed in 6.8; use KERNEL=6.1 for SLAB')
 
@@ -335,7 +334,7 @@ def qemu_command(guest: Guest, initrd: Path, topo: Topology,
     console = arches.get(guest.arch).console
     extra = ' nokaslr' if counted else ''
     accel = [] if counted else accel_args(topo.qemu_arch)
-    return [f'qemu-system-{topo.qemu_arch}', *topo.machine_args(),
+    return [topo.qemu_binary, *topo.machine_args(),
             *accel, '-m', '1024', '-kernel', str(guest.image()),
             '-initrd', str(initrd), '-append', f'console={console} panic=-1 quiet{extra}',
             '-nographic', '-nodefaults', '-serial', 'stdio', '-no-reboot']
@@ -362,7 +361,7 @@ def check_counted(g: Guest, topo: Topology) -> None:
     """Refuse counted boots this QEMU cannot run under icount with every vCPU."""
     if g.tree.version >= ICOUNT_SMP_HANGS_BEFORE:
         return
-    binary = f'qemu-system-{topo.qemu_arch}'
+    binary = topo.qemu_binary
     try:
         have = qemu_args.qemu_version(binary)
     except CountingError as e:

@@ -183,7 +183,7 @@ def probe_kvm(job: Job, arch: str) -> None:
     a = arches.get(arch)
     kernel = job.build_dir(arch) / a.kunit_image
     console, machine = a.console, list(a.machine)
-    cmd = [f'qemu-system-{topo.qemu_arch}', '-accel', 'kvm', '-cpu', 'host', *machine,
+    cmd = [topo.qemu_binary, '-accel', 'kvm', '-cpu', 'host', *machine,
            '-m', '512', '-smp', '2', '-nodefaults', '-nographic', '-no-reboot',
            '-serial', 'stdio', '-kernel', str(kernel), '-append',
            f'console={console} panic=-1 kunit.filter_glob=kloc-kvm-probe kunit_shutdown=reboot']

@@ -26,6 +26,11 @@ class Arch:
     kunit_image: str            # what kunit.py boots
     console: str
     machine: tuple[str, ...]    # QEMU -machine for a plain boot (the KVM probe)
+    numa_machine: tuple[str, ...]   # -machine and -cpu of the topologies' boots
+
+    @property
+    def qemu_binary(self) -> str:
+        return f'qemu-system-{self.qemu}'
 
     def cross_prefix(self, host: str | None = None) -> str:
         """CROSS_COMPILE for building on host (this machine by default)."""
@@ -35,10 +40,11 @@ class Arch:
 ARCHES = {a.name: a for a in (
     Arch('arm64', 'aarch64', 'qemu-system-arm', ('aarch64', 'arm64'), 'aarch64-linux-gnu-',
          'gcc-aarch64-linux-gnu', 'arm64', 'arch/arm64/boot/Image',
-         'arch/arm64/boot/Image.gz', 'ttyAMA0', ('-machine', 'virt,gic-version=3')),
+         'arch/arm64/boot/Image.gz', 'ttyAMA0', ('-machine', 'virt,gic-version=3'),
+         ('-machine', 'virt,gic-version=3,its=on', '-cpu', 'cortex-a57')),
     Arch('x86_64', 'x86_64', 'qemu-system-x86', ('x86_64', 'amd64'), 'x86_64-linux-gnu-',
          'gcc-x86-64-linux-gnu', 'amd64', 'arch/x86/boot/bzImage', 'arch/x86/boot/bzImage',
-         'ttyS0', ('-machine', 'pc')),
+         'ttyS0', ('-machine', 'pc'), ('-machine', 'pc', '-cpu', 'max')),
 )}
 
 

@@ -33,12 +33,15 @@ from pathlib import Path
 
 from kloc import filelock, paths, progress
 from kloc.errors import KlocError
+from kloc.qemu import arches
 from kloc.trees import archive
 
 SUITE = 'bookworm-backports'
 SERIES = (10, 0)                    # the QEMU series kloc runs
-PACKAGES = ('qemu-system-x86', 'qemu-system-arm', 'qemu-system-common', 'qemu-system-data')
-BINARIES = ('qemu-system-x86_64', 'qemu-system-aarch64')
+# Each architecture's package and binary (qemu/arches.py), and what they share.
+PACKAGES = tuple(a.qemu_package for a in arches.ARCHES.values()) + ('qemu-system-common',
+                                                                    'qemu-system-data')
+BINARIES = tuple(a.qemu_binary for a in arches.ARCHES.values())
 HEADER = 'qemu-plugin.h'
 # The files taken from the source package: the header the plugin is built
 # against and the API reference beside it.

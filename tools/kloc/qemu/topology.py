@@ -25,7 +25,7 @@ from kloc.paths import cache_dir
 from kloc.errors import KlocError
 
 KUNIT_MEM_MB = 1024  # kunit.py always passes -m 1024
-QEMU = 'qemu-system-aarch64'
+QEMU = arches.get('arm64').qemu_binary
 QBOOT = Path('/usr/share/qemu/qboot.rom')
 
 
@@ -64,13 +64,14 @@ class Topology:
     def qemu_arch(self) -> str:
         return arches.get(self.arch).qemu
 
+    @property
+    def qemu_binary(self) -> str:
+        return arches.get(self.arch).qemu_binary
+
     def machine_args(self) -> list[str]:
         """QEMU options that shape the machine, and so the DTB."""
-        if self.arch == 'arm64':
-            args = ['-machine', 'virt,gic-version=3,its=on', '-cpu', 'cortex-a57']
-        else:
-            args = ['-machine', 'pc', '-cpu', 'max']
-        return args + ['-smp', str(self.cpus)] + self.numa_args()
+        return [*arches.get(self.arch).numa_machine, '-smp', str(self.cpus),
+                *self.numa_args()]
 
     def numa_args(self) -> list[str]:
         """The -object/-numa options: one memory backend and node per Node."""
@@ -213,8 +214,8 @@ def kunit_params(name: str) -> dict[str, object]:
             'kconfig': '\n'.join(['CONFIG_SERIAL_8250=y', 'CONFIG_SERIAL_8250_CONSOLE=y',
                                   'CONFIG_SMP=y', 'CONFIG_NUMA=y', 'CONFIG_PCI=y',
                                   'CONFIG_X86_64_ACPI_NUMA=y']),
-            'qemu_arch': 'x86_64',
-            'kernel_path': 'arch/x86/boot/bzImage',
+            'qemu_arch': arches.get('x86_64').qemu,
+            'kernel_path': arches.get('x86_64').kunit_image,
             'kernel_command_line': f'console={arches.get("x86_64").console} panic=-1',
             'extra_qemu_params': topo.machine_args() + accel_args('x86_64')
             + (['-bios', str(QBOOT)] if QBOOT.exists() else []),
@@ -224,8 +225,8 @@ def kunit_params(name: str) -> dict[str, object]:
         'kconfig': '\n'.join(['CONFIG_SERIAL_AMBA_PL011=y',
                               'CONFIG_SERIAL_AMBA_PL011_CONSOLE=y',
                               'CONFIG_PCI=y', 'CONFIG_NUMA=y']),
-        'qemu_arch': 'aarch64',
-        'kernel_path': 'arch/arm64/boot/Image.gz',
+        'qemu_arch': arches.get('arm64').qemu,
+        'kernel_path': arches.get('arm64').kunit_image,
         'kernel_command_line': f'console={arches.get("arm64").console} panic=-1',
         'extra_qemu_params': topo.machine_args() + accel_args('aarch64')
         + ['-dtb', str(dtb(topo))],
