@@ -28,8 +28,9 @@ from kloc.bench import metrics
 from kloc.guests import guest
 from kloc.kunit import ktap, runner
 from kloc.qemu import topology
-from kloc.review import kcidb, kcidb_schema, patch_input, review
-from kloc.review.kcidb_schema import PATH_RE, SchemaError
+from kloc.kcidb import schema as kcidb_schema
+from kloc.kcidb.schema import PATH_RE, SchemaError
+from kloc.review import kcidb, patch_input, review
 from kloc.trees.sources import Tree
 from kloc.paths import PACKAGE_ROOT
 from kloc.version import KernelVersion

@@ -30,13 +30,13 @@ from typing import Any
 from unittest import mock
 
 from kloc.bench import metrics
-from kloc import lava_kcidb
 from kloc.guests import guest
 from kloc.kunit import junit, ktap, runner
+from kloc.kcidb import record as kcidb, schema as kcidb_schema
 from kloc.lava import compare, device, export, jobs, local, monitors, results, session, yamlio
+from kloc.lava import kcidb as lava_kcidb
 from kloc.paths import QEMU_CONFIGS, cache_dir
 from kloc.qemu import arches, topology
-from kloc.review import kcidb, kcidb_schema
 from kloc.trees.sources import Tree
 
 from .helpers import DATA, debian_tree, stock_parser

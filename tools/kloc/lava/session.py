@@ -6,8 +6,8 @@ The outputs, beside the jobs in OUT/lava/<kernel>/:
   results/<job>/        each job's device configuration, lava-run's logs, the console
   junit.xml             the KUnit jobs' results (kunit/junit.py), and the kselftest's
   compare.txt           LAVA against the direct runs (compare.py)
-The KCIDB submission (kcidb.json) is made by the command line, which may
-call review/kcidb.py (this layer may not).
+The KCIDB submission (kcidb.json) is lava/kcidb.py's of the Outcome; the
+command line writes it.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
-"""A review as a KCIDB v5.3 submission (kcidb_io/schema/v05_03.py of kcidb-io).
+"""A review as a KCIDB v5.3 submission (kcidb_io/schema/v05_03.py of kcidb-io), of the
+records kcidb/record.py shares with lava/kcidb.py.
 
 - Two checkouts: the base (patchset_hash "") and the base with the patch
   (the patchset's hash, by the schema's rule); an A/A review has one.
@@ -23,95 +24,35 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-import secrets
-import subprocess
-import time
-import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kloc.bench.metrics import Difference, SideSummary, better_or_worse, verdict_words
 from kloc.counting.plugin import PLUGIN_NAME, PLUGIN_VERSION
 from kloc.errors import KlocError
-from kloc.guests import guest
+from kloc.kcidb.record import BOOT, HARNESS_SUITES, KUNIT_CONFIG, NO_KTAP_COMMENT, Record, \
+    build_id, build_record, case_path, case_status, checkout_id, checkout_record, \
+    component_name, environment, excerpt, guest_config, new_run_id, number, path_component, \
+    source_identity, submission as record_submission, test_path, test_record, tree_name
 from kloc.kunit import ktap, runner
 from kloc.paths import QEMU_CONFIGS
 from kloc.qemu import topology
-from kloc.review.kcidb_schema import LOG_EXCERPT_MAX, MAJOR, MINOR, SHA1_RE
 from kloc.review import integrity
 from kloc.review.patch_input import PatchInfo
 from kloc.review.review import ALLOCATOR, NO_KTAP, ReviewOptions, ReviewOutcome, Statuses
 from kloc.trees.sources import Tree
 
-ORIGIN = 'kloc'
-# Suites the harness adds to a run's results (runner.check_topology): checks of
-# the machine the kernel saw, not KUnit cases.
-HARNESS_SUITES = ('kloc_topology',)
-# The names ktap gives the cases and suites a crash cut off.
-NEVER_RAN = re.compile(r'\((?:case|suite) \d+ of \d+: never ran\)')
+# Callers and tests name the shared record's functions through this module too.
+__all__ = ['HARNESS_SUITES', 'PACKAGE_WARNING', 'SIDES', 'WORDS', 'KunitLogs', 'case_path',
+           'component_name', 'kunit_logs', 'new_run_id', 'package_notice', 'patchset_hash',
+           'path_component', 'source_identity', 'split_mails', 'submission', 'test_path',
+           'tree_name']
+
 WORDS = ('improvement', 'regression')   # a better, a worse patched figure (as the report)
 SIDES = ('base', 'patched')
 
-_KEPT = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_-]*')
 _MAIL = re.compile(r'^From [0-9a-f]{40} ', re.MULTILINE)
 _MESSAGE_ID = re.compile(r'^Message-ID:\s*<([^<>\s]+@[^<>\s]+)>', re.MULTILINE | re.IGNORECASE)
-_STATUS = {'PASS': 'PASS', 'FAIL': 'FAIL', 'SKIP': 'SKIP', 'CRASHED': 'FAIL'}
-# The root compatible of QEMU's arm64 virt machine's device tree.
-_COMPATIBLE = {'arm64': ['linux,dummy-virt']}
-
-Record = dict[str, object]
-
-
-def new_run_id() -> str:
-    """This report's part of every id: the time, and 32 random bits."""
-    return time.strftime('%Y%m%dT%H%M%SZ', time.gmtime()) + '-' + secrets.token_hex(4)
-
-
-def _escape(c: str) -> str:
-    if c.isascii() and c.isalnum():
-        return c
-    return {' ': '-', '_': '__'}.get(c) or \
-        ''.join(f'_{b:02x}' for b in c.encode('utf-8', 'surrogatepass'))
-
-
-def path_component(name: str) -> str:
-    """One name as a path component: itself if it is a valid one not starting with
-    "-"; else "-" and its characters, [A-Za-z0-9] as they are, a space as "-", "_" as
-    "__" and any other as "_" and two hex digits per UTF-8 byte ("64K flat on node 0":
-    "-64K-flat-on-node-0"). Injective: component_name undoes it."""
-    if _KEPT.fullmatch(name):
-        return name
-    return '-' + ''.join(map(_escape, name))
-
-
-def component_name(component: str) -> str:
-    """The name path_component made component of."""
-    if not component.startswith('-'):
-        return component
-    out, i = bytearray(), 1
-    while i < len(component):
-        c = component[i]
-        if c == '_' and component[i + 1:i + 2] == '_':
-            out += b'_'
-            i += 2
-        elif c == '_':
-            out.append(int(component[i + 1:i + 3], 16))
-            i += 3
-        else:
-            out += b' ' if c == '-' else c.encode()
-            i += 1
-    return out.decode('utf-8', 'surrogatepass')
-
-
-def test_path(*names: str) -> str:
-    return '.'.join(path_component(n) for n in names)
-
-
-def case_path(case: str) -> str:
-    """A kloc case path (suite.case[.param]) as a KCIDB test path."""
-    names = case.split('.')
-    root = ('kloc', 'harness') if names[0] in HARNESS_SUITES else ('kunit',)
-    return test_path(*root, *names)
 
 
 def split_mails(text: str) -> list[str]:
@@ -130,58 +71,6 @@ def patchset_hash(patch: PatchInfo) -> str:
     hashes = ''.join(hashlib.sha256(p.encode()).hexdigest() + '\n'
                      for p in split_mails(patch.text))
     return hashlib.sha256(hashes.encode()).hexdigest()
-
-
-def _git(path: Path, *args: str) -> str:
-    try:
-        r = subprocess.run(['git', '-C', str(path), *args], capture_output=True, text=True,
-                           timeout=60, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return ''
-    return r.stdout.strip() if r.returncode == 0 else ''
-
-
-def _public_url(url: str) -> str:
-    """An https remote without any user or password in it; '' for any other."""
-    try:
-        u = urllib.parse.urlsplit(url)
-        host = u.hostname
-        port = u.port
-    except ValueError:
-        return ''
-    if u.scheme != 'https' or not host:
-        return ''
-    return urllib.parse.urlunsplit(('https', host + (f':{port}' if port else ''), u.path,
-                                    '', ''))
-
-
-def tree_name(url: str) -> str:
-    """The tree's usual name from its remote: torvalds/linux is mainline, any other the
-    repository's name (net-next, linux-stable)."""
-    parts = [p for p in urllib.parse.urlsplit(url).path.split('/') if p]
-    if not parts:
-        return ''
-    name = parts[-1].removesuffix('.git')
-    return 'mainline' if parts[-2:-1] == ['torvalds'] and name == 'linux' else name
-
-
-def source_identity(tree: Tree) -> Record:
-    """A git tree's commit, its name, branch, remote and tree name; nothing for a tree
-    that is not one (a Debian linux-source tree)."""
-    if not (tree.path / '.git').exists():
-        return {}
-    commit = _git(tree.path, 'rev-parse', 'HEAD')
-    if not SHA1_RE.fullmatch(commit):
-        return {}
-    out: Record = {'git_commit_hash': commit}
-    name = _git(tree.path, 'describe', '--tags', '--always')
-    branch = _git(tree.path, 'symbolic-ref', '--short', '-q', 'HEAD')
-    url = _public_url(_git(tree.path, 'config', '--get', 'remote.origin.url'))
-    for key, value in (('git_commit_name', name), ('git_repository_branch', branch),
-                       ('git_repository_url', url), ('tree_name', url and tree_name(url))):
-        if value:
-            out[key] = value
-    return out
 
 
 @dataclass
@@ -212,29 +101,8 @@ def kunit_logs(run_dir: Path, parser: Tree | None = None) -> KunitLogs:
     return logs
 
 
-def excerpt(lines: list[str]) -> str:
-    """Log lines as a log_excerpt: no NUL, the last LOG_EXCERPT_MAX characters."""
-    text = '\n'.join(lines).replace('\0', '')
-    cut = '[...]\n'
-    return text if len(text) <= LOG_EXCERPT_MAX else cut + text[-(LOG_EXCERPT_MAX - len(cut)):]
-
-
 def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
-
-
-def environment(topo_name: str, **extra: object) -> Record:
-    """The QEMU machine a test ran on."""
-    t = topology.get(topo_name)
-    misc: Record = {'topology': t.name, 'arch': t.arch, 'qemu': f'qemu-system-{t.qemu_arch}',
-                    'machine_args': t.machine_args(),
-                    'nodes': [{'cpus': n.cpus, 'mem_mb': n.mem_mb} for n in t.nodes],
-                    'its_node': t.its_node}
-    env: Record = {'comment': f'QEMU {t.qemu_arch} {t.name}: {t.about}',
-                   'misc': misc | extra}
-    if t.arch in _COMPATIBLE:
-        env['compatible'] = list(_COMPATIBLE[t.arch])
-    return env
 
 
 @dataclass(frozen=True)
@@ -243,14 +111,14 @@ class _Ids:
     aa: bool
 
     def checkout(self, side: str) -> str:
-        return f'{ORIGIN}:{self.run_id}:{"aa" if self.aa else side}'
+        return checkout_id(self.run_id, 'aa' if self.aa else side)
 
     def build(self, side: str, kind: str, arch: str) -> str:
-        return f'{self.checkout(side)}:{kind}-{arch}'
+        return build_id(self.checkout(side), kind, arch)
 
-    def test(self, build_id: str, side: str, topo: str, path: str) -> str:
-        # An A/A review's sides share one build: the side tells its tests apart.
-        return f'{build_id}:{side + ":" if self.aa else ""}{topo}:{path}'
+    def side(self, side: str) -> str:
+        """The side in a test's id: an A/A review's sides share one build."""
+        return side if self.aa else ''
 
 
 # What the report, review.json and the KCIDB record say first of a review that ran
@@ -271,45 +139,41 @@ def _checkouts(o: ReviewOutcome, ids: _Ids) -> list[Record]:
                          'version': str(o.base.version), 'uncommitted_files': o.dirty,
                          'kloc_series': o.key.get('series', '')}
     if ids.aa or o.patch is None:
-        return [{'id': ids.checkout('base'), 'origin': ORIGIN, 'patchset_hash': '',
-                 'comment': f'A/A: Linux {o.base.version} against itself', 'valid': True,
-                 **identity, 'misc': dict(base_misc, side='base and patched (A/A)')}]
+        return [checkout_record(ids.checkout('base'),
+                                f'A/A: Linux {o.base.version} against itself', identity,
+                                dict(base_misc, side='base and patched (A/A)'))]
     p = o.patch
     # REVIEW_PACKAGE=1: the first words of the comment, and the first of misc
     package: Record = {'review_package': package_notice(o)} if o.package else {}
     comment = f'{PACKAGE_WARNING}: {p.subject}' if o.package else p.subject
-    patched: Record = {'id': ids.checkout('patched'), 'origin': ORIGIN,
-                       'patchset_hash': patchset_hash(p), 'comment': comment,
-                       'valid': True, **identity,
-                       'misc': dict(package | base_misc, side='patched',
-                                    tree=str(o.patched.path),
-                                    reused_cached_tree=o.reused, patch_file=str(p.path),
-                                    patch_sha256=p.sha256, patches=p.mails,
-                                    patched_files=list(p.files))}
+    patched = checkout_record(ids.checkout('patched'), comment, identity,
+                              dict(package | base_misc, side='patched',
+                                   tree=str(o.patched.path),
+                                   reused_cached_tree=o.reused, patch_file=str(p.path),
+                                   patch_sha256=p.sha256, patches=p.mails,
+                                   patched_files=list(p.files)),
+                              patchset_hash(p))
     m = _MESSAGE_ID.search(split_mails(p.text)[0].split('\n\n', 1)[0])
     if m:
         patched['message_id'] = m.group(1)
-    return [{'id': ids.checkout('base'), 'origin': ORIGIN, 'patchset_hash': '',
-             'comment': f'Linux {o.base.version} ({o.base.origin} tree)', 'valid': True,
-             **identity, 'misc': dict(base_misc, side='base')},
+    return [checkout_record(ids.checkout('base'),
+                            f'Linux {o.base.version} ({o.base.origin} tree)', identity,
+                            dict(base_misc, side='base')),
             patched]
 
 
 def _build(ids: _Ids, side: str, tree: Tree, kind: str, arch: str, config: str,
            **misc: object) -> Record:
-    return {'id': ids.build(side, kind, arch), 'checkout_id': ids.checkout(side),
-            'origin': ORIGIN, 'architecture': arch, 'config_name': config, 'status': 'PASS',
-            'comment': f'Linux {tree.version} {kind} kernel, {arch}',
-            'misc': {'side': side, 'tree': str(tree.path)} | misc}
+    return build_record(ids.checkout(side), tree, kind, arch, config,
+                        {'side': side, 'tree': str(tree.path)} | misc)
 
 
-def _test(ids: _Ids, build_id: str, side: str, topo: str, path: str, status: str,
+def _test(ids: _Ids, build: str, side: str, topo: str, path: str, status: str,
           env: Record, **fields: object) -> Record:
-    return {'id': ids.test(build_id, side, topo, path), 'build_id': build_id,
-            'origin': ORIGIN, 'path': path, 'status': status, 'environment': env, **fields}
+    return test_record(build, topo, path, status, env, ids.side(side), **fields)
 
 
-def _kunit_tests(ids: _Ids, side: str, build_id: str, arch: str, mine: Statuses,
+def _kunit_tests(ids: _Ids, side: str, build: str, arch: str, mine: Statuses,
                  other: Statuses, logs: KunitLogs) -> list[Record]:
     out: list[Record] = []
     topos = sorted({t for t, _ in mine if topology.get(t).arch == arch})
@@ -320,43 +184,31 @@ def _kunit_tests(ids: _Ids, side: str, build_id: str, arch: str, mine: Statuses,
         where = {'console_log': str(console)} if console else {}
         if (topo, NO_KTAP) in mine:
             tail = logs.tails.get(topo, [])
-            out.append(_test(ids, build_id, side, topo, 'boot', 'FAIL', env,
-                             comment='the kernel printed no KTAP: it did not boot, or hung '
-                                     'before KUnit',
+            out.append(_test(ids, build, side, topo, BOOT, 'FAIL', env,
+                             comment=NO_KTAP_COMMENT,
                              **({'log_excerpt': excerpt(tail)} if tail else {}),
                              misc={'kloc_status': mine[(topo, NO_KTAP)], **where}))
             for (t, case) in sorted(other):
                 if t == topo and case != NO_KTAP:
-                    out.append(_test(ids, build_id, side, topo, case_path(case), 'MISS',
+                    out.append(_test(ids, build, side, topo, case_path(case), 'MISS',
                                      env, misc={'kloc_status': 'ABSENT', 'case': case,
                                                 'why': 'the kernel did not boot'}))
             continue
-        out.append(_test(ids, build_id, side, topo, 'boot', 'PASS', env, misc=where))
+        out.append(_test(ids, build, side, topo, BOOT, 'PASS', env, misc=where))
         for (t, case), status in sorted(mine.items()):
             if t != topo:
                 continue
             misc: Record = {'kloc_status': status, 'case': case}
             fields: Record = {}
             leaf = logs.cases.get((topo, case))
-            kstatus = _STATUS.get(status, 'ERROR')
-            if status == 'CRASHED' and NEVER_RAN.fullmatch(case.rsplit('.', 1)[-1]):
-                kstatus = 'MISS'
+            kstatus = case_status(status, case)
             if leaf is not None and leaf.reason:
                 fields['comment'] = leaf.reason
             if leaf is not None and leaf.log and kstatus == 'FAIL':
                 fields['log_excerpt'] = excerpt(leaf.log)
-            out.append(_test(ids, build_id, side, topo, case_path(case), kstatus, env,
+            out.append(_test(ids, build, side, topo, case_path(case), kstatus, env,
                              **fields, misc=dict(misc, **where)))
     return out
-
-
-def _number(value: float, unit: str) -> Record:
-    n: Record = {'value': value}
-    if unit and unit != 'ratio':          # the schema: no unit is dimensionless
-        n['unit'] = unit
-    if unit == 'packets/s':
-        n['prefix'] = 'metric'
-    return n
 
 
 def _side_summary(s: SideSummary) -> Record:
@@ -367,7 +219,7 @@ def _side_summary(s: SideSummary) -> Record:
 
 
 def _loopback_tests(o: ReviewOutcome, opts: ReviewOptions, ids: _Ids, side: str,
-                    build_id: str) -> list[Record]:
+                    build: str) -> list[Record]:
     topo = opts.bench_topology
     env = environment(topo, qemu_command=o.qemu_command)
     out: list[Record] = []
@@ -384,7 +236,7 @@ def _loopback_tests(o: ReviewOutcome, opts: ReviewOptions, ids: _Ids, side: str,
             topo, qemu_plugin=f'{PLUGIN_NAME} {PLUGIN_VERSION}',
             accel='tcg')
         good = len((diffs[0].a if side == 'base' else diffs[0].b).values) if diffs else 0
-        out.append(_test(ids, build_id, side, topo, root, 'FAIL' if failed else 'PASS', genv,
+        out.append(_test(ids, build, side, topo, root, 'FAIL' if failed else 'PASS', genv,
                          comment=f'{good} good runs, {failed} failed (a panic, a hang, '
                                  'or no result); each run boots a fresh guest',
                          misc={'side': side, 'good_runs': good, 'failed_runs': failed,
@@ -392,16 +244,16 @@ def _loopback_tests(o: ReviewOutcome, opts: ReviewOptions, ids: _Ids, side: str,
         for d in diffs:
             s = d.a if side == 'base' else d.b
             path = f'{root}.{path_component(d.figure.name)}'
-            out.append(_test(ids, build_id, side, topo, path, 'DONE', genv,
-                             comment=d.figure.title, number=_number(s.median, d.figure.unit),
+            out.append(_test(ids, build, side, topo, path, 'DONE', genv,
+                             comment=d.figure.title, number=number(s.median, d.figure.unit),
                              misc=_side_summary(s) | {'side': side, 'kind': d.figure.kind,
                                                       'unit': d.figure.unit}))
             if side == 'patched':
-                out.append(_change_test(ids, build_id, side, topo, path, d, genv, opts))
+                out.append(_change_test(ids, build, side, topo, path, d, genv, opts))
     return out
 
 
-def _change_test(ids: _Ids, build_id: str, side: str, topo: str, path: str, d: Difference,
+def _change_test(ids: _Ids, build: str, side: str, topo: str, path: str, d: Difference,
                  env: Record, opts: ReviewOptions) -> Record:
     # No significant difference passes only with the power to see the change of
     # interest; without it (and for details, not tested) the test is DONE.
@@ -409,8 +261,8 @@ def _change_test(ids: _Ids, build_id: str, side: str, topo: str, path: str, d: D
         {'detail': 'DONE', 'inconclusive': 'DONE'}.get(d.verdict, 'PASS')
     fields: Record = {}
     if math.isfinite(d.change_pct):
-        fields['number'] = _number(d.change_pct, '%')
-    return _test(ids, build_id, side, topo, f'{path}.change', status, env,
+        fields['number'] = number(d.change_pct, '%')
+    return _test(ids, build, side, topo, f'{path}.change', status, env,
                  comment=f'{d.figure.title}: patched against base', **fields,
                  misc={'kind': d.figure.kind, 'change_pct': _finite(d.change_pct),
                        'change_ci_lo': _finite(d.change_ci.lo),
@@ -436,16 +288,15 @@ def submission(o: ReviewOutcome, opts: ReviewOptions, run_id: str) -> Record:
             logs = kunit_logs(run_dir, o.base)     # both sides: the base's parser
             mine = o.kunit_statuses.get(side, {})
             for arch in sorted({topology.get(t).arch for t in opts.topologies}):
-                b = _build(ids, side, trees[side], 'kunit', arch, 'kunit',
+                b = _build(ids, side, trees[side], 'kunit', arch, KUNIT_CONFIG,
                            build_log=str(run_dir / f'build-{arch}.log'))
                 builds.append(b)
                 tests += _kunit_tests(ids, side, str(b['id']), arch, mine,
                                       o.kunit_statuses.get(other, {}), logs)
     arch = topology.get(opts.bench_topology).arch
-    config = 'tinyconfig+' + '+'.join(p.stem for p in guest.fragments(ALLOCATOR))
+    config = guest_config(ALLOCATOR)
     for side in SIDES if opts.bench else ():
         if side == 'base' or not aa:
             builds.append(_build(ids, side, trees[side], 'guest', arch, config))
         tests += _loopback_tests(o, opts, ids, side, ids.build(side, 'guest', arch))
-    return {'version': {'major': MAJOR, 'minor': MINOR}, 'checkouts': _checkouts(o, ids),
-            'builds': builds, 'tests': tests}
+    return record_submission(_checkouts(o, ids), builds, tests)
