@@ -16,16 +16,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from kloc import defaults, lava_kcidb, paths, progress
+from kloc import defaults, paths, progress
 from kloc.bench import compare, counted as counted_runs, interleave, plot, stats
 from kloc.guests import guest
 from kloc.kunit import junit, known, runner, suites, summary
-from kloc.lava import device as lava_device, export as lava_export, lab as lava_lab, \
-    local as lava_local, remote as lava_remote, session as lava_session
+from kloc.kcidb import record as kcidb_record
+from kloc.lava import device as lava_device, export as lava_export, kcidb as lava_kcidb, \
+    lab as lava_lab, local as lava_local, remote as lava_remote, session as lava_session
 from kloc.mutants import mutants
 from kloc.qemu import arches, release, topology
-from kloc.review import fixcheck, kcidb, patch_input, reporting, review
+from kloc.review import fixcheck, patch_input, reporting, review
 from kloc.series import changes, install, mail
+from kloc.series.treefiles import Faults
 from kloc.trees import archive, kernels
 from kloc.atomicfile import write_text
 from kloc.errors import KlocError, describe_os_error
@@ -61,7 +63,8 @@ def cmd_builddir(args: argparse.Namespace) -> int:
 def install_into(tree: Tree, args: argparse.Namespace) -> list[str]:
     """Install the series (explicitly, or before a command that builds the tree)."""
     return install.install(tree.path, tree.version, changes.load_series(),
-                           force=args.force, save=dropped_edits_dir())
+                           force=args.force, save=dropped_edits_dir(),
+                           faults=Faults.from_env(os.environ))
 
 
 def cmd_install(args: argparse.Namespace) -> int:
@@ -79,7 +82,8 @@ def cmd_install(args: argparse.Namespace) -> int:
 def cmd_uninstall(args: argparse.Namespace) -> int:
     tree = _tree(args)
     restored = install.uninstall(tree.path, tree.version, changes.load_series(),
-                                 force=args.force, save=dropped_edits_dir())
+                                 force=args.force, save=dropped_edits_dir(),
+                                 faults=Faults.from_env(os.environ))
     if restored:
         progress.say(f'restored {len(restored)} files in {tree.path}: ' + ', '.join(restored))
     else:
@@ -316,7 +320,7 @@ def cmd_lava(args: argparse.Namespace) -> int:
     o = lava_session.run(tree, opts)
     write_text(lava_dir / 'junit.xml', junit.to_xml(o.junit_runs()))
     write_text(lava_dir / 'kcidb.json', json.dumps(
-        lava_kcidb.submission(tree, o, kcidb.new_run_id()), indent=1) + '\n')
+        lava_kcidb.submission(tree, o, kcidb_record.new_run_id()), indent=1) + '\n')
     text = lava_session.render(o)
     write_text(lava_dir / 'summary.txt', text)
     print(text, end='')
@@ -438,6 +442,8 @@ def cmd_registry(args: argparse.Namespace) -> int:
         print(kernels.DEFAULT)
     elif args.what == 'newest':
         print(kernels.NEWEST)
+    elif args.what == 'alpha':
+        print(defaults.value('alpha', 'review'))
     elif args.what == 'known-failures':
         print(' '.join(k.name for k in known.for_kernel(args.arch)))
     elif args.what == 'make-test-kernels':
@@ -572,7 +578,7 @@ def _fetch_source_opts(sp: argparse.ArgumentParser) -> None:
 
 
 def _registry_opts(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument('what', choices=('kernels', 'default', 'newest', 'make-test-kernels',
+    sp.add_argument('what', choices=('kernels', 'default', 'newest', 'alpha', 'make-test-kernels',
                                      'make-test-topologies', 'known-failures',
                                      'packages', 'cross', 'lint-objects', 'lava-dictionary'))
     sp.add_argument('arch', nargs='?', default='arm64',

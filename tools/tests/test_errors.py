@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kloc import paths
-from kloc.series import changes, install
+from kloc.series import changes, install, planning
+from kloc.series.state import JOURNAL, MANIFEST, STATE_DIR, is_installed
+from kloc.series.treefiles import Faults
 from kloc.version import KernelVersion
 
 from .test_install_safety import TOOLS, pristine_tree
@@ -140,11 +142,11 @@ class ErrorMessageTest(unittest.TestCase):
         tree = self.tmp / 'damaged'
         shutil.copytree(self.tree, tree)
         install.install(tree, self.version, SERIES)
-        (tree / install.STATE_DIR / install.MANIFEST).write_text('[]')
+        (tree / STATE_DIR / MANIFEST).write_text('[]')
         for cmd in ('install', 'uninstall'):
             msg = self.run_case(Case(f'manifest is [] (make {cmd})', (cmd, '--kdir', str(tree)),
                                      'FORCE=1'))
-            self.assertIn(str(tree / install.STATE_DIR / install.MANIFEST), msg)
+            self.assertIn(str(tree / STATE_DIR / MANIFEST), msg)
 
     def test_not_a_kernel_tree(self) -> None:
         self.run_case(Case('KDIR is not a kernel tree', ('install', '--kdir', str(self.tmp)),
@@ -196,7 +198,7 @@ class ErrorMessageTest(unittest.TestCase):
                 self.run_case(Case(name, args + (('--out', str(out)) if args[0] != 'tree'
                                                  and args[0] != 'install' else ()), expect))
                 self.assertFalse(out.exists(), f'{name}: wrote {out} before refusing')
-        self.assertEqual(install.managed_files(self.tree), set())
+        self.assertEqual(planning.managed_files(self.tree), set())
         r = self.run_case(Case('OUT with a newline (make report)', ('report', '--out', 'a\nb'),
                                'OUT=a\\nb holds a newline'))
         self.assertNotIn('\n', r)
@@ -224,13 +226,9 @@ class ErrorMessageTest(unittest.TestCase):
     def test_damaged_journal(self) -> None:
         tree = self.tmp / 'journal-damaged'
         shutil.copytree(self.tree, tree)
-        install.set_fault(8, 'fail')
-        try:
-            with self.assertRaises(OSError):
-                install.install(tree, self.version, SERIES)
-        finally:
-            install.set_fault(None)
-        journal = tree / install.STATE_DIR / install.JOURNAL
+        with self.assertRaises(OSError):
+            install.install(tree, self.version, SERIES, faults=Faults(8, 'fail'))
+        journal = tree / STATE_DIR / JOURNAL
         for text in ('[1,2]', '{"files":{"mm/Kconfig":{"after":null}}}', 'garbage'):
             journal.write_text(text)
             for cmd in ('install', 'uninstall'):
@@ -246,7 +244,7 @@ class ErrorMessageTest(unittest.TestCase):
         install.install(tree, self.version, SERIES)
         victim = self.tmp / 'escape-victim'
         victim.write_text('not the tree\'s\n')
-        manifest = tree / install.STATE_DIR / install.MANIFEST
+        manifest = tree / STATE_DIR / MANIFEST
         doc = json.loads(manifest.read_text())
         doc['files']['../escape-victim'] = {'original': None, 'installed': None, 'mode': None}
         manifest.write_text(json.dumps(doc))
@@ -265,7 +263,7 @@ class ErrorMessageTest(unittest.TestCase):
                                ('install', '--kdir', str(tree)),
                                'another kloc command is writing this tree',
                                env=(('KLOC_WAIT', '0'),)))
-        self.assertFalse(install.is_installed(tree))
+        self.assertFalse(is_installed(tree))
         self.run_case(Case('KLOC_WAIT=no (make install)', ('install', '--kdir', str(tree)),
                            'KLOC_WAIT=no is not 0 or 1', env=(('KLOC_WAIT', 'no'),)))
 
@@ -275,11 +273,11 @@ class ErrorMessageTest(unittest.TestCase):
         shutil.copytree(self.tree, tree)
         victim = self.tmp / 'lock-victim'
         victim.write_text('precious\n')
-        (tree / install.STATE_DIR).mkdir()
-        (tree / install.STATE_DIR / treelock.LOCK).symlink_to(victim)
+        (tree / STATE_DIR).mkdir()
+        (tree / STATE_DIR / treelock.LOCK).symlink_to(victim)
         msg = self.run_case(Case('.kloc/lock is a symlink (make install)',
                                  ('install', '--kdir', str(tree)), 'is a symlink'))
-        self.assertIn(str(tree / install.STATE_DIR / treelock.LOCK), msg)
+        self.assertIn(str(tree / STATE_DIR / treelock.LOCK), msg)
         self.assertEqual(victim.read_text(), 'precious\n')
 
     def test_damaged_run_results(self) -> None:
@@ -307,7 +305,7 @@ class ErrorMessageTest(unittest.TestCase):
         naming the file and REVIEW_PACKAGE=1 (tests/test_review_integrity.py)."""
         import difflib
         rel = 'mm/tests/percpu_locality_kunit.c'
-        final = install.plan(self.tree, self.version, SERIES).final[rel]
+        final = planning.plan(self.tree, self.version, SERIES).final[rel]
         assert final is not None
         old = final.decode()
         patch = self.tmp / 'void-the-suite.patch'
@@ -321,7 +319,7 @@ class ErrorMessageTest(unittest.TestCase):
                                   '--out', str(out)), 'REVIEW_PACKAGE=1'))
         self.assertIn(rel, msg)
         self.assertFalse(out.exists())
-        self.assertFalse(install.is_installed(self.tree))
+        self.assertFalse(is_installed(self.tree))
 
 
 if __name__ == '__main__':

@@ -11,7 +11,8 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from kloc.series import changes, install, mail
+from kloc.series import changes, install, mail, planning
+from kloc.series.state import InstallError, is_installed
 from kloc.series.patching import touched_files
 from kloc.version import KernelVersion
 
@@ -42,7 +43,7 @@ class InstallTest(unittest.TestCase):
         self.root = mini_tree(self.tree, Path(self.tmp.name) / 'linux',
                               series_files(self.tree.version))
         # The cached tree may carry the package already: start from pristine.
-        _, read = install.pristine_reader(self.tree.path)
+        _, read = planning.pristine_reader(self.tree.path)
         self.pristine: dict[str, bytes] = {}
         for rel in series_files(self.tree.version):
             data = read(rel)
@@ -83,7 +84,7 @@ class InstallTest(unittest.TestCase):
         self.assertNotEqual(changed, text)
         driver.write_text(changed)
         before = snapshot(self.root)
-        with self.assertRaises(install.InstallError) as cm:
+        with self.assertRaises(InstallError) as cm:
             install.install(self.root, self.tree.version, SERIES)
         msg = str(cm.exception)
         self.assertIn('drivers/irqchip/irq-gic-v3-its.c', msg)
@@ -117,7 +118,7 @@ class InstallTest(unittest.TestCase):
         theirs = self.root / 'drivers/irqchip/tests/irq-gic-v3-its_kunit.c'
         theirs.parent.mkdir()
         theirs.write_text('/* theirs */\n')
-        with self.assertRaisesRegex(install.InstallError, 'already exists in the tree'):
+        with self.assertRaisesRegex(InstallError, 'already exists in the tree'):
             install.install(self.root, self.tree.version, SERIES)
 
     def test_patches_apply_with_git_am(self) -> None:
@@ -130,7 +131,7 @@ class InstallTest(unittest.TestCase):
         git('init', '-q')
         git('add', '-A')
         git('commit', '-q', '-m', 'base')
-        plan = install.plan(self.root, self.tree.version, SERIES)
+        plan = planning.plan(self.root, self.tree.version, SERIES)
         out = Path(self.tmp.name) / 'patches'
         mails = mail.export(plan, out, str(self.tree.version))
         self.assertEqual(len(mails), len(SERIES))
@@ -173,7 +174,7 @@ class FullTreeTest(unittest.TestCase):
 
     def test_full_tree_round_trip(self) -> None:
         tree = debian_tree('6.12')
-        was_installed = install.is_installed(tree.path)
+        was_installed = is_installed(tree.path)
         install.uninstall(tree.path)
         before = snapshot(tree.path)
         install.install(tree.path, tree.version, SERIES)

@@ -19,7 +19,10 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from kloc.series import changes, install
+from kloc.series import changes, install, planning
+from kloc.series.state import JOURNAL, MANIFEST, STATE_DIR, EditedFilesError, InstallError, \
+    read_manifest
+from kloc.series.treefiles import Faults
 from kloc.trees import sources
 from kloc.version import KernelVersion
 
@@ -37,7 +40,7 @@ snapshot = tree_snapshot
 def pristine_tree(dest: Path, kernel: str = '6.12') -> tuple[Path, KernelVersion]:
     """A small tree: the key files of a kernel tree and every file the series touches."""
     tree = debian_tree(kernel)
-    _, read = install.pristine_reader(tree.path)      # the cache may carry the package
+    _, read = planning.pristine_reader(tree.path)      # the cache may carry the package
     for rel in set(sources.checked_files(tree.version)):
         data = read(rel)
         if data is None:
@@ -61,8 +64,6 @@ class Base(unittest.TestCase):
         self.root, self.version = pristine_tree(self.tmp / 'linux')
         self.pristine = snapshot(self.root)
         self.save = self.tmp / 'saved'
-        install.set_fault(None)
-        self.addCleanup(install.set_fault, None)
 
     def installed_snapshot(self) -> dict[str, str]:
         ref = self.tmp / 'ref'
@@ -94,7 +95,7 @@ class HandEditTest(Base):
                            'pr_err_ratelimited("Unable to get the SGI status\\n");')
         self.assertEqual(install.install(self.root, self.version, SERIES), [])
         self.assertEqual((self.root / DRIVER).read_text(), edited)
-        self.assertEqual(install.edited_files(self.root), [DRIVER])
+        self.assertEqual(planning.edited_files(self.root), [DRIVER])
 
     def test_an_edited_suite_is_kept(self) -> None:
         edited = self.edit(SUITE, 'KUNIT_CASE', 'KUNIT_CASE')
@@ -123,7 +124,7 @@ class HandEditTest(Base):
         edited = self.edit(DRIVER, '#include "tests/irq-gic-v3-its_kunit.c"', '')
         self.older_package()
         before = snapshot(self.root)
-        with self.assertRaises(install.EditedFilesError) as cm:
+        with self.assertRaises(EditedFilesError) as cm:
             install.install(self.root, self.version, SERIES)
         msg = str(cm.exception)
         self.assertIn(DRIVER, msg)
@@ -140,7 +141,7 @@ class HandEditTest(Base):
                 p = self.root / rel
                 p.write_text(p.read_text() + '/* my work */\n')
                 before = snapshot(self.root)
-                with self.assertRaises(install.EditedFilesError) as cm:
+                with self.assertRaises(EditedFilesError) as cm:
                     install.uninstall(self.root, self.version, SERIES)
                 self.assertIn(rel, str(cm.exception))
                 self.assertEqual(snapshot(self.root), before)
@@ -172,9 +173,9 @@ class InterruptionTest(Base):
         installed = self.installed_snapshot()
         work = self.tmp / 'work'
         shutil.copytree(self.root, work)
-        install.set_fault(None)
-        getattr(install, op)(work, self.version, SERIES)
-        total = install.writes_done()
+        writes: list[int] = []
+        getattr(install, op)(work, self.version, SERIES, faults=Faults(on_write=writes.append))
+        total = len(writes)
         shutil.rmtree(work)
         self.assertGreater(total, 10)
         for mode in ('kill', 'fail'):
@@ -187,10 +188,9 @@ class InterruptionTest(Base):
                                 'KLOC_FAULT_AFTER': str(n), 'KLOC_FAULT_MODE': 'kill'})
                             self.assertEqual(r.returncode, -9, r.stderr)
                         else:
-                            install.set_fault(n, 'fail')
                             with self.assertRaises(OSError):
-                                getattr(install, op)(work, self.version, SERIES)
-                            install.set_fault(None)
+                                getattr(install, op)(work, self.version, SERIES,
+                                                     faults=Faults(n, 'fail'))
                         self.assertNotEqual(snapshot(work), {}, 'the tree is gone')
                         r = cli(then, '--kdir', str(work))
                         self.assertEqual(r.returncode, 0, r.stderr)
@@ -208,20 +208,18 @@ class InterruptionTest(Base):
 
 class ReadOnlyTest(Base):
     def test_plan_and_preview_write_nothing_with_a_pending_journal(self) -> None:
-        install.set_fault(8, 'fail')
         with self.assertRaises(OSError):
-            install.install(self.root, self.version, SERIES)
-        install.set_fault(None)
-        self.assertTrue((self.root / install.STATE_DIR / install.JOURNAL).exists())
+            install.install(self.root, self.version, SERIES, faults=Faults(8, 'fail'))
+        self.assertTrue((self.root / STATE_DIR / JOURNAL).exists())
         before = snapshot(self.root)
-        with self.assertRaisesRegex(install.InstallError, 'roll it back'):
-            install.plan(self.root, self.version, SERIES)
-        with self.assertRaisesRegex(install.InstallError, 'roll it back'):
-            install.preview(self.root, self.version, SERIES)
+        with self.assertRaisesRegex(InstallError, 'roll it back'):
+            planning.plan(self.root, self.version, SERIES)
+        with self.assertRaisesRegex(InstallError, 'roll it back'):
+            planning.preview(self.root, self.version, SERIES)
         self.assertEqual(snapshot(self.root), before)
 
     def test_preview_is_what_install_does(self) -> None:
-        want = install.preview(self.root, self.version, SERIES)
+        want = planning.preview(self.root, self.version, SERIES)
         self.assertEqual(snapshot(self.root), self.pristine)
         install.install(self.root, self.version, SERIES)
         for rel, data in want.items():
@@ -235,20 +233,20 @@ class LostStateTest(Base):
         self.installed = snapshot(self.root)
 
     def test_kloc_deleted(self) -> None:
-        shutil.rmtree(self.root / install.STATE_DIR)
+        shutil.rmtree(self.root / STATE_DIR)
         r = cli('uninstall', '--kdir', str(self.root))
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(snapshot(self.root), self.pristine)
         self.assertIn('rebuilt', r.stderr)
 
     def test_kloc_deleted_then_install(self) -> None:
-        shutil.rmtree(self.root / install.STATE_DIR)
+        shutil.rmtree(self.root / STATE_DIR)
         r = cli('install', '--kdir', str(self.root))
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(snapshot(self.root), self.installed)
 
     def test_a_saved_original_is_missing(self) -> None:
-        (self.root / install.STATE_DIR / 'orig' / DRIVER).unlink()
+        (self.root / STATE_DIR / 'orig' / DRIVER).unlink()
         before = snapshot(self.root)
         r = cli('uninstall', '--kdir', str(self.root))
         self.assertEqual(r.returncode, 2, r.stderr)
@@ -263,23 +261,23 @@ class LostStateTest(Base):
     def test_a_damaged_manifest(self) -> None:
         for text in ('[]', '{"files": [1]}', '{', '\xff', '{"files": {"x": 3}}'):
             with self.subTest(manifest=text):
-                (self.root / install.STATE_DIR / install.MANIFEST).write_text(text)
+                (self.root / STATE_DIR / MANIFEST).write_text(text)
                 for cmd in ('install', 'uninstall'):
                     r = cli(cmd, '--kdir', str(self.root))
                     self.assertEqual(r.returncode, 2, r.stderr)
                     self.assertNotIn('Traceback', r.stderr)
-                    self.assertIn(install.MANIFEST, r.stderr)
+                    self.assertIn(MANIFEST, r.stderr)
                     self.assertIn('FORCE=1', r.stderr)
         r = cli('uninstall', '--kdir', str(self.root), env={'FORCE': '1'})
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(snapshot(self.root), self.pristine)
 
     def test_a_format_1_manifest_still_uninstalls(self) -> None:
-        state = self.root / install.STATE_DIR
-        m = install.read_manifest(self.root)
+        state = self.root / STATE_DIR
+        m = read_manifest(self.root)
         assert m is not None
         files = {rel: r.original is not None for rel, r in m.files.items()}
-        (state / install.MANIFEST).write_text(
+        (state / MANIFEST).write_text(
             '{"files": %s, "series": [], "version": "x"}' %
             str(files).replace("'", '"').replace('True', 'true').replace('False', 'false'))
         install.uninstall(self.root, self.version, SERIES)

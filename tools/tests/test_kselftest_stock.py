@@ -36,7 +36,7 @@ from pathlib import Path
 from kloc.guests import guest
 from kloc.lava import export as lava_export
 from kloc.qemu import topology
-from kloc.series import install
+from kloc.series import planning
 from kloc.trees import kernels, sources
 from kloc.paths import cache_dir
 from kloc.version import KernelVersion, tree_version
@@ -79,7 +79,7 @@ def sources_to_test() -> list[Source]:
 
 def copy_pristine(tree: Path, dest: Path) -> None:
     """The parts of tree the test needs, as they were before the package."""
-    files, read = install.pristine_reader(tree)          # reads only
+    files, read = planning.pristine_reader(tree)          # reads only
     version = tree_version(tree)
     added = {rel for rel, had in files.items() if not had}
     emptied: set[Path] = set()

@@ -9,7 +9,7 @@ import unittest
 from pathlib import Path
 
 from kloc.mutants import mutants
-from kloc.series import changes, install
+from kloc.series import changes, planning
 from kloc.version import KernelVersion
 
 from .helpers import debian_tree
@@ -28,7 +28,7 @@ class MutantsTest(unittest.TestCase):
     def check_kernel(self, kernel: str) -> None:
         tree = debian_tree(kernel)
         series = changes.load_series()
-        plan = install.plan(tree.path, tree.version, series)
+        plan = planning.plan(tree.path, tree.version, series)
         found = mutants.load(tree.version)
         added = {a.dst: a.src for c in series for a in c.additions}
         self.assertLessEqual(ITS_MUTANTS, {m.name for m in found if m.kind == 'kunit'})

@@ -33,7 +33,7 @@ from kloc import atomicfile
 from kloc.bench import store
 from kloc.series import mail
 from kloc.errors import DiskFullError
-from kloc.series.install import InstallPlan, Step
+from kloc.series.planning import InstallPlan, Step
 from kloc.bench.store import ResultsError, BenchRun
 from kloc.series.changes import Change
 

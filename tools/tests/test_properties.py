@@ -24,7 +24,7 @@ from kloc.review import patch_input
 from kloc.series import mail
 from kloc.series.patching import Contents, PatchError, apply_text, file_changes, touched_files
 from kloc.errors import KlocError
-from kloc.series.install import Step
+from kloc.series.planning import Step
 from kloc.paths import PACKAGE_ROOT
 from kloc.series.changes import Change
 

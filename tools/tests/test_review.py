@@ -18,8 +18,10 @@ from pathlib import Path
 from kloc import procs
 from kloc.bench import metrics, tables
 from kloc.guests import guest
-from kloc.review import copies, kcidb_schema, patch_input, reporting, review
-from kloc.series import changes, install
+from kloc.kcidb import schema as kcidb_schema
+from kloc.review import copies, patch_input, reporting, review
+from kloc.series import changes, install, planning
+from kloc.series.state import STATE_DIR
 from kloc.series.patching import HunkError
 from kloc.trees.sources import Tree
 from kloc.paths import PACKAGE_ROOT
@@ -98,7 +100,7 @@ def pristine_mini_tree(dest: Path) -> Tree:
     """A KDIR-like copy of the files the review tests need, without the package."""
     real = debian_tree('6.12')
     src = mini_tree(real, dest, TREE_FILES)
-    _, read = install.pristine_reader(real.path)   # the cache may carry the package
+    _, read = planning.pristine_reader(real.path)   # the cache may carry the package
     for rel in TREE_FILES:
         data = read(rel)
         if data is not None:
@@ -265,7 +267,7 @@ class ChecksBeforeWriting(unittest.TestCase):
         with self.assertRaisesRegex(error, message):
             review.run(self.base, patch_input.load(bad), self.opts, self.cache)
         self.assertEqual(self.snapshot(), before, 'the tree was written')
-        self.assertFalse((self.base.path / install.STATE_DIR).exists())
+        self.assertFalse((self.base.path / STATE_DIR).exists())
         self.assertFalse(self.cache.exists())
         self.assertFalse(self.opts.out.exists())
         with self.assertRaisesRegex(error, message):    # what cmd_review may call first
@@ -294,7 +296,7 @@ class ChecksBeforeWriting(unittest.TestCase):
         """A patch made against the tree as the install leaves it (a line added after one
         the series adds) is refused: a patch applies as posted, to the stock files
         (tests/test_review_stock.py)."""
-        plan = install.plan(self.base.path, self.base.version, changes.load_series())
+        plan = planning.plan(self.base.path, self.base.version, changes.load_series())
         rel = 'drivers/irqchip/irq-gic-v3-its.c'
         final = plan.final[rel]
         assert final is not None

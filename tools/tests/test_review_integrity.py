@@ -21,8 +21,10 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from kloc.review import integrity, kcidb, kcidb_schema, patch_input, reporting, review
-from kloc.series import changes, install
+from kloc.kcidb import schema as kcidb_schema
+from kloc.review import integrity, kcidb, patch_input, reporting, review
+from kloc.series import changes, install, planning
+from kloc.series.state import STATE_DIR
 from kloc.series.patching import HunkError
 from kloc.trees.sources import Tree
 
@@ -46,7 +48,7 @@ class Refusals(unittest.TestCase):
         self.series = changes.load_series()
         if self.installed:
             install.install(self.base.path, self.base.version, self.series)
-        plan = install.plan(self.base.path, self.base.version, self.series)
+        plan = planning.plan(self.base.path, self.base.version, self.series)
         self.final = plan.final
         self.cache = self.dir / 'cache'
         self.opts = review.ReviewOptions(('arm64_2n_its1',), 'x86_64_2n', 2, 1.0, 0.05, 60, 1,
@@ -219,7 +221,7 @@ class CommandLine(unittest.TestCase):
 
     def test_refused_in_one_line_before_anything(self) -> None:
         base = pristine_mini_tree(self.dir / 'linux')
-        final = install.plan(base.path, base.version, changes.load_series()).final[SUITE]
+        final = planning.plan(base.path, base.version, changes.load_series()).final[SUITE]
         assert final is not None
         p = self.dir / 'void.patch'
         p.write_text(diff(SUITE, final, final.decode().replace('KUNIT_EXPECT_', '(void)')))
@@ -234,7 +236,7 @@ class CommandLine(unittest.TestCase):
         self.assertIn('REVIEW_PACKAGE=1', lines[0])
         self.assertFalse(out.exists())
         self.assertFalse((self.dir / 'cache').exists())
-        self.assertFalse((base.path / install.STATE_DIR).exists())
+        self.assertFalse((base.path / STATE_DIR).exists())
         self.assertEqual(sorted({'Makefile', *TREE_FILES}), sorted(
             str(f.relative_to(base.path)) for f in base.path.rglob('*') if f.is_file()))
 

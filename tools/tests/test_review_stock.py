@@ -21,7 +21,7 @@ import unittest
 from pathlib import Path
 
 from kloc.review import patch_input, review
-from kloc.series import changes, install
+from kloc.series import changes, install, planning
 from kloc.series.patching import HunkError
 
 from .test_review import diff, pristine_mini_tree
@@ -48,8 +48,8 @@ class AsPosted(unittest.TestCase):
         self.assertNotIn(SEAM_INCLUDE.encode(), self.stock)
         if self.installed:
             install.install(self.base.path, self.base.version, self.series)
-        self.installed_driver = install.plan(self.base.path, self.base.version,
-                                             self.series).final[DRIVER]
+        self.installed_driver = planning.plan(self.base.path, self.base.version,
+                                              self.series).final[DRIVER]
         self.cache = self.dir / 'cache'
 
     def patch(self, text: str, name: str = 'x.patch') -> patch_input.PatchInfo:
@@ -88,9 +88,9 @@ class AsPosted(unittest.TestCase):
         self.assertIn(SUITE_INCLUDE, out)
         # exactly the stock driver, patched, with the series installed on top
         patched = self.stock.decode().replace(ALLOC, NO_NODE).encode()
-        _, read = install.pristine_reader(self.base.path, self.series)
-        want = install.plan_from(lambda rel: patched if rel == DRIVER else read(rel),
-                                 self.base.path, self.base.version, self.series).final[DRIVER]
+        _, read = planning.pristine_reader(self.base.path, self.series)
+        want = planning.plan_from(lambda rel: patched if rel == DRIVER else read(rel),
+                                  self.base.path, self.base.version, self.series).final[DRIVER]
         self.assertEqual(applied.contents[DRIVER], want)
         install.install(self.base.path, self.base.version, self.series)
         tree, reused = review.patched_tree(self.base, p, self.cache, applied)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kloc.paths import PACKAGE_ROOT
 from kloc.series import changes, install
+from kloc.series.state import is_installed
 from kloc.trees import sources
 
 from .test_install_safety import TOOLS, pristine_tree
@@ -96,7 +97,7 @@ class TreeCacheTest(unittest.TestCase):
         self.assertIn(DRIVER, why)
         tree = sources.debian_tree('6.12', self.cache)
         self.assert_pristine(tree.path)
-        self.assertFalse(install.is_installed(tree.path))
+        self.assertFalse(is_installed(tree.path))
         saved = list((self.cache / 'kloc' / 'dropped-edits').rglob('irq-gic-v3-its.c'))
         self.assertEqual(len(saved), 1, 'the damaged file was not kept')
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO
 
 from kloc.series import changes, install, treelock
+from kloc.series.state import STATE_DIR, is_installed
 
 from .helpers import tree_snapshot
 from .test_install_safety import TOOLS, cli, pristine_tree
@@ -149,7 +150,7 @@ class WaitTest(Base):
                              dict(self.pristine, **{'.kloc/': 'dir', '.kloc/lock': EMPTY}))
         _, err = proc.communicate(timeout=60)
         self.assertEqual(proc.returncode, 0, err)
-        self.assertTrue(install.is_installed(self.root))
+        self.assertTrue(is_installed(self.root))
         self.assertEqual(cli('uninstall', '--kdir', str(self.root)).returncode, 0)
         self.assertEqual(tree_snapshot(self.root), self.pristine)
 
@@ -181,7 +182,7 @@ class LinkTest(Base):
     def test_a_planted_lock_link_is_not_followed(self) -> None:
         victim = self.tmp / 'victim'
         victim.write_text('precious\n')
-        state = self.root / install.STATE_DIR
+        state = self.root / STATE_DIR
         state.mkdir()
         (state / treelock.LOCK).symlink_to(victim)
         r = cli('install', '--kdir', str(self.root))

@@ -21,6 +21,8 @@ import unittest
 from pathlib import Path
 
 from kloc.series import changes, install
+from kloc.series.state import JOURNAL, MANIFEST, STATE_DIR, InstallError
+from kloc.series.treefiles import Faults
 
 from .helpers import tree_snapshot
 from .test_install_safety import cli, pristine_tree
@@ -60,12 +62,10 @@ class Base(unittest.TestCase):
         self.victim = self.tmp / VICTIM
         self.victim.write_text('not the tree\'s\n')
         self.outside = tree_snapshot(self.tmp)
-        install.set_fault(None)
-        self.addCleanup(install.set_fault, None)
 
     @property
     def state(self) -> Path:
-        return self.root / install.STATE_DIR
+        return self.root / STATE_DIR
 
     def outside_now(self) -> dict[str, str]:
         """Everything in tmp except the tree (and the tree itself as a folder)."""
@@ -82,7 +82,7 @@ class Base(unittest.TestCase):
         On the command line (exit 2), or here (in this process: quicker)."""
         before = tree_snapshot(self.root)
         if here:
-            with self.assertRaises(install.InstallError) as cm:
+            with self.assertRaises(InstallError) as cm:
                 getattr(install, cmd)(self.root, self.version, SERIES,
                                       force=(env or {}).get('FORCE') == '1')
             lines = [f'kloc {cmd}: error: {cm.exception}']
@@ -114,18 +114,18 @@ class ManifestPathTest(Base):
     def setUp(self) -> None:
         super().setUp()
         install.install(self.root, self.version, SERIES)
-        self.doc = json.loads((self.state / install.MANIFEST).read_text())
+        self.doc = json.loads((self.state / MANIFEST).read_text())
 
     def plant(self, rel: str, entry: dict[str, object]) -> None:
         doc = json.loads(json.dumps(self.doc))
         doc['files'][rel] = entry
-        (self.state / install.MANIFEST).write_text(json.dumps(doc))
+        (self.state / MANIFEST).write_text(json.dumps(doc))
 
     def check(self, rel: str, entry: dict[str, object]) -> None:
         for cmd in ('uninstall', 'install'):
             with self.subTest(rel=rel, cmd=cmd):
                 self.plant(rel, entry)
-                msg = self.refused(cmd, [install.MANIFEST, rel, 'FORCE=1'],
+                msg = self.refused(cmd, [MANIFEST, rel, 'FORCE=1'],
                                    here=cmd == 'install')
                 self.assertIn('damaged', msg)
         for cmd in ('install', 'uninstall'):
@@ -153,7 +153,7 @@ class ManifestPathTest(Base):
                     'Makefile', '.kloc/manifest.json', ''):
             with self.subTest(rel=rel):
                 self.plant(rel, entry)
-                self.refused('uninstall', [install.MANIFEST, 'FORCE=1'], here=True)
+                self.refused('uninstall', [MANIFEST, 'FORCE=1'], here=True)
 
     def test_a_symlinked_folder_in_the_tree(self) -> None:
         # The tree's mm/ is a link to a folder outside: uninstall would write there.
@@ -197,8 +197,8 @@ class ManifestShapeTest(Base):
         for n, text in enumerate(MANIFEST_SHAPES):
             for cmd in ('install', 'uninstall'):
                 with self.subTest(manifest=text, cmd=cmd):
-                    (self.state / install.MANIFEST).write_text(text)
-                    self.refused(cmd, [str(self.state / install.MANIFEST), 'damaged',
+                    (self.state / MANIFEST).write_text(text)
+                    self.refused(cmd, [str(self.state / MANIFEST), 'damaged',
                                        'FORCE=1'], here=n > 0)
         self.forced('uninstall')
 
@@ -208,11 +208,9 @@ class JournalTest(Base):
 
     def setUp(self) -> None:
         super().setUp()
-        install.set_fault(8, 'fail')
         with self.assertRaises(OSError):
-            install.install(self.root, self.version, SERIES)
-        install.set_fault(None)
-        self.jfile = self.state / install.JOURNAL
+            install.install(self.root, self.version, SERIES, faults=Faults(8, 'fail'))
+        self.jfile = self.state / JOURNAL
         self.doc = json.loads(self.jfile.read_text())
         self.assertTrue(self.doc['files'])
 

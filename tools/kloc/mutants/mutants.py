@@ -28,9 +28,10 @@ from kloc.kunit.junit import KunitRun
 from kloc.qemu import topology
 from kloc.trees import linkcopy
 from kloc.atomicfile import write_text
-from kloc.series import install
+from kloc.series import planning
 from kloc.series.changes import Change, load_series
 from kloc.series.patching import Contents, PatchError, apply_patch, touched_files
+from kloc.series.state import InstallError
 from kloc.kunit.runner import Job, KunitError, build, run_topology
 from kloc.trees.sources import Tree
 from kloc.paths import PACKAGE_ROOT
@@ -165,7 +166,7 @@ def installed_with(m: Mutant, tree: Tree, series: list[Change]) -> Contents:
     kernel (or to the package's own copy of a file the series adds) and the series
     installed on top; MutantError names a mutant that does not apply."""
     added = {a.dst: a.src for c in series for a in c.additions}
-    _, stock = install.pristine_reader(tree.path)
+    _, stock = planning.pristine_reader(tree.path)
     base: Contents = {}
     for rel in touched_files(m.patch.read_text()):
         base[rel] = added[rel].read_bytes() if rel in added else stock(rel)
@@ -178,8 +179,8 @@ def installed_with(m: Mutant, tree: Tree, series: list[Change]) -> Contents:
     def read(rel: str) -> bytes | None:
         return mutated[rel] if rel in mutated and rel not in added else stock(rel)
     try:
-        final = install.plan_from(read, tree.path, tree.version, series).final
-    except install.InstallError as e:
+        final = planning.plan_from(read, tree.path, tree.version, series).final
+    except InstallError as e:
         raise MutantError(f'{m.patch}: the series does not install on top of it: '
                           f'{e}') from e
     return {rel: mutated[rel] if rel in added else final.get(rel, mutated[rel])

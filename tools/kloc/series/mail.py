@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kloc.atomicfile import sync_dir
 from kloc.errors import DiskFullError, is_disk_full
-from kloc.series.install import InstallPlan, Step
+from kloc.series.planning import InstallPlan, Step
 
 DEFAULT_AUTHOR = 'Kernel Locality Tests <kloc@localhost>'
 

@@ -56,6 +56,10 @@ class TreeLinkError(InstallError):
     """A symlink in the tree stands on the way to a file the package writes."""
 
 
+class EditedFilesError(InstallError):
+    """Files edited by hand would be overwritten; nothing was written."""
+
+
 @dataclass(frozen=True)
 class Record:
     """One managed file: its original and its installed content, by hash."""
@@ -344,6 +348,18 @@ def load_manifest(tree: Path, managed: frozenset[str]) -> Manifest | None:
     check_saved(tree, ORIG, m.files, damaged)
     _check_orig_dir(orig, managed, damaged)
     return m
+
+
+def read_manifest(tree: Path, series: list[Change] | None = None) -> Manifest | None:
+    """The tree's manifest, checked in full; None if there is none.
+
+    Its files are checked against the series (the package's by default).
+    """
+    return load_manifest(tree, package_files(series))
+
+
+def is_installed(tree: Path) -> bool:
+    return (tree / STATE_DIR / MANIFEST).exists()
 
 
 def check_state_dir(tree: Path, damaged: Callable[[str], DamagedStateError]) -> None:

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kloc import filelock, paths, progress
-from kloc.series import changes, install
+from kloc.series import changes, planning
+from kloc.series.state import STATE_DIR, InstallError, read_manifest
+from kloc.series.treefiles import sha
 from kloc.trees import archive, kernels
 from kloc.paths import cache_dir, dropped_edits_dir
 from kloc.version import KernelVersion, VersionError, tree_version
@@ -90,12 +92,12 @@ def _stamp_for(tarball: Path) -> dict[str, object]:
 def checked_files(version: KernelVersion) -> list[str]:
     """Files whose content is checked on every use: the key files and the series'."""
     files = set(KEY_FILES) | set(CONTENT_FILES)
-    files |= set(install.series_files(version, changes.load_series()))
+    files |= set(planning.series_files(version, changes.load_series()))
     return sorted(files)
 
 
 def _hashes(root: Path, files: list[str]) -> dict[str, str | None]:
-    return {rel: install.sha((root / rel).read_bytes()) if (root / rel).is_file() else None
+    return {rel: sha((root / rel).read_bytes()) if (root / rel).is_file() else None
             for rel in files}
 
 
@@ -127,21 +129,21 @@ def _damage(dest: Path, version: KernelVersion, want: dict[str, str | None]) -> 
     and the run says so.
     """
     try:
-        m = install.read_manifest(dest)
-    except install.InstallError:
+        m = read_manifest(dest)
+    except InstallError:
         m = None
     managed = m.files if m else {}
     bad, differ = [], []
     for rel, h in sorted(want.items()):
         p = dest / rel
-        cur = install.sha(p.read_bytes()) if p.is_file() else None
+        cur = sha(p.read_bytes()) if p.is_file() else None
         r = managed.get(rel)
         if r is None:
             if cur != h:
                 differ.append(rel)
             continue
-        orig = dest / install.STATE_DIR / 'orig' / rel
-        saved = install.sha(orig.read_bytes()) if orig.is_file() else None
+        orig = dest / STATE_DIR / 'orig' / rel
+        saved = sha(orig.read_bytes()) if orig.is_file() else None
         if saved != h:
             bad.append(f'{rel} (its saved original)')
         elif cur != r.installed and cur != h:
@@ -152,8 +154,8 @@ def _damage(dest: Path, version: KernelVersion, want: dict[str, str | None]) -> 
     planned: dict[str, bytes | None] = {}
     if any(rel in managed for rel in differ):
         try:
-            planned = dict(install.plan(dest, version, changes.load_series()).final)
-        except install.InstallError:
+            planned = dict(planning.plan(dest, version, changes.load_series()).final)
+        except InstallError:
             planned = {}
     for rel in differ:
         p = dest / rel
