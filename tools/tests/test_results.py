@@ -100,6 +100,28 @@ class Report(unittest.TestCase):
         self.assertEqual(doc.documentElement.tagName, 'svg')
         self.assertEqual(len(doc.getElementsByTagName('circle')), 2 + 20 * len(diffs))
 
+    def test_tick_labels_differ_and_titles_fit(self) -> None:
+        """Counts close together (6,543 to 6,641 instructions) get ticks that differ,
+        small ones no '-0.0k', and every title fits its panel."""
+        def counted(base: float, fs: float) -> list[dict[str, object]]:
+            return [{'counted': {'insns_pkt_single': base + 17 * i, 'insns_pkt_all': base,
+                                 'wshared_pkt_all': 1000.0 + i, 'fshared_pkt_all': fs + i,
+                                 'remote_pct_all': 30.0 + 20 * i}} for i in range(3)]
+        diffs = metrics.compare(counted(6543, 0.0), counted(6600, 38.0), 0.05, kind='counted')
+        diffs += metrics.compare(self.runs(1, 1.0), self.runs(2, 0.95), 0.05)
+        doc = xml.dom.minidom.parseString(plot.render(diffs, 'slub', 'slab', 't'))
+        texts = [t.firstChild.data for t in doc.getElementsByTagName('text') if t.firstChild]
+        for i in range(len(diffs)):
+            ticks = [t for t in texts if t.replace(',', '').replace('.', '').replace('k', '')
+                     .lstrip('-').isdigit()][5 * i:5 * i + 5]
+            self.assertEqual(len(set(ticks)), 5, ticks)
+            self.assertFalse([t for t in ticks if t.startswith('-0') and t.strip('-0.k') == ''],
+                             ticks)
+        bold = [t.firstChild.data for t in doc.getElementsByTagName('text')
+                if t.getAttribute('font-weight') == 'bold']
+        self.assertEqual(len(bold), len(diffs))
+        self.assertTrue(all(len(t) <= plot.TITLE_CHARS for t in bold), bold)
+
 
 if __name__ == '__main__':
     unittest.main()

@@ -88,6 +88,7 @@ def run(tree: Tree, opts: CompareOptions) -> str:
                'contended_lines': counted.attribution}}
     write_text(opts.out / 'compare.json', json.dumps(doc, indent=1) + '\n')
     title = (f'{opts.a} vs {opts.b}, Linux {tree.version} {opts.arch}, '
-             f'{plan.topology.name}, {opts.runs} runs a side')
+             f'{plan.topology.name}, {opts.runs} timed'
+             + (f' and {counted.runs} counted' if counted else '') + ' runs a side')
     write_text(opts.out / 'compare.svg', plot.render(every, opts.a, opts.b, title))
     return text

@@ -8,6 +8,7 @@ interval, so overlap (or none) is visible at a glance.
 
 from __future__ import annotations
 
+import math
 from html import escape
 
 from kloc.bench.metrics import Difference, verdict_words
@@ -16,8 +17,27 @@ PANEL_W, PANEL_H, PAD = 280, 260, 40
 COLOURS = ('#1f77b4', '#d62728')
 
 
-def _fmt(v: float, unit: str) -> str:
-    return f'{v:.3f}' if unit == 'ratio' else f'{v / 1000:,.1f}k'
+TITLE_CHARS = 40        # what fits a panel's width in bold 11 px
+
+
+def _fmt(v: float, step: float) -> str:
+    """A tick label with as many digits as ticks step apart need to differ:
+    6,543 and 6,568 (not 6.6k twice), 0.452, 3.5; thousands as k from 10,000."""
+    step = abs(step) or abs(v) or 1.0
+    if abs(v) >= 10_000 and step >= 100:
+        d = max(0, 1 - math.floor(math.log10(step / 1000)))
+        return f'{round(v / 1000, d) + 0.0:,.{d}f}k'
+    d = max(0, min(6, 1 - math.floor(math.log10(step))))
+    return f'{round(v, d) + 0.0:,.{d}f}'
+
+
+def _title(d: Difference) -> str:
+    """The figure's title and unit, or its short name where the title would not fit."""
+    title = f'{d.figure.title.split(" (")[0]} ({d.figure.unit})'
+    if len(title) <= TITLE_CHARS:
+        return title
+    short = f'{d.figure.short or d.figure.name} ({d.figure.unit})'
+    return short if len(short) <= TITLE_CHARS else short[:TITLE_CHARS - 1] + '\u2026'
 
 
 def render(diffs: list[Difference], a: str, b: str, title: str) -> str:
@@ -44,7 +64,6 @@ def render(diffs: list[Difference], a: str, b: str, title: str) -> str:
 
 
 def _panel(d: Difference, x0: int, y0: int) -> list[str]:
-    u = d.figure.unit
     vals = d.a.values + d.b.values
     lo, hi = min(vals), max(vals)
     span = (hi - lo) or abs(hi) or 1.0
@@ -55,9 +74,7 @@ def _panel(d: Difference, x0: int, y0: int) -> list[str]:
         return bottom - (v - lo) / (hi - lo) * (bottom - top)
 
     verdict = verdict_words(d)
-    title = d.figure.title.split(' (')[0][:34]
-    out = [f'<text x="{x0}" y="{y0 + 12}" font-weight="bold">{escape(title)} '
-           f'({escape(d.figure.unit)})</text>',
+    out = [f'<text x="{x0}" y="{y0 + 12}" font-weight="bold">{escape(_title(d))}</text>',
            f'<text x="{x0}" y="{y0 + 25}">{d.change_pct:+.2f}%, '
            f'{"Holm " if d.figure.primary else ""}p={d.p_adjusted:.3g}, '
            f'{verdict}</text>',
@@ -65,7 +82,7 @@ def _panel(d: Difference, x0: int, y0: int) -> list[str]:
     for t in range(5):
         v = lo + (hi - lo) * t / 4
         out.append(f'<text x="{left - 4}" y="{y(v) + 4:.1f}" text-anchor="end">'
-                   f'{_fmt(v, u)}</text>')
+                   f'{_fmt(v, (hi - lo) / 4)}</text>')
     for s_i, (side, colour) in enumerate(zip((d.a, d.b), COLOURS)):
         cx = left + 45 + 85 * s_i
         out.append(f'<rect x="{cx - 28}" y="{y(side.ci.hi):.1f}" width="56" '
