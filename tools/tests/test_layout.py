@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import sys
 import unittest
 from pathlib import Path
 
@@ -84,5 +85,25 @@ class LayoutTest(unittest.TestCase):
             visit(m, [])
 
 
+def picture() -> str:
+    """Each subpackage (layer) and the subpackages its modules import: the picture
+    the layers keep. `python3 -m tests.test_layout --picture` prints it."""
+    graph = {module_name(p): imports(p) for p in KLOC.rglob('*.py')}
+    tops: dict[str, set[str]] = {}
+    for m, deps in graph.items():
+        top = m.split('.')[1] if '.' in m else 'kloc'
+        tops.setdefault(top, set()).update(
+            d.split('.')[1] for d in deps if '.' in d and d.split('.')[1] != top)
+    tops.pop('kloc', None)
+
+    def rank(item: tuple[str, set[str]]) -> tuple[int, str]:
+        return layer('kloc.' + item[0]), item[0]
+    return '\n'.join(f'{t} ({layer("kloc." + t)}) -> {", ".join(sorted(ds)) or "-"}'
+                     for t, ds in sorted(tops.items(), key=rank))
+
+
 if __name__ == '__main__':
-    unittest.main()
+    if sys.argv[1:] == ['--picture']:
+        print(picture())
+    else:
+        unittest.main()
