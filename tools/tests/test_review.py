@@ -382,16 +382,20 @@ class StatusChanges(unittest.TestCase):
         self.assertEqual(totals['base'].get('FAIL', 0), 0)
 
 
+def timed_diffs(seed: int, scale: float) -> list[metrics.Difference]:
+    """10 timed runs a side, the patched side's packets/s scaled by scale (1% noise)."""
+    rng = random.Random(seed)
+
+    def rec(k: float) -> dict[str, object]:
+        p1, pn = 8e4 * k * rng.gauss(1, 0.01), 1.4e5 * k * rng.gauss(1, 0.01)
+        return {'pps_single': p1, 'pps_total': pn, 'scaling_efficiency': pn / (4 * p1),
+                'per_cpu': [{'cpu': c, 'node': c // 2, 'pps': pn / 4} for c in range(4)]}
+    return metrics.compare([rec(1) for _ in range(10)], [rec(scale) for _ in range(10)], 0.05)
+
+
 class Report(unittest.TestCase):
     def test_mail_width_and_kcidb(self) -> None:
-        rng = random.Random(3)
-
-        def rec(scale: float) -> dict[str, object]:
-            p1, pn = 8e4 * scale * rng.gauss(1, 0.01), 1.4e5 * scale * rng.gauss(1, 0.01)
-            return {'pps_single': p1, 'pps_total': pn, 'scaling_efficiency': pn / (4 * p1),
-                    'per_cpu': [{'cpu': c, 'node': c // 2, 'pps': pn / 4} for c in range(4)]}
-        diffs = metrics.compare([rec(1) for _ in range(10)], [rec(0.95) for _ in range(10)],
-                                0.05)
+        diffs = timed_diffs(3, 0.95)
         base = Tree(Path('/t/linux-6.12/src'), debian_tree('6.12').version, 'debian')
         o = review.ReviewOutcome(base, base, patch_input.load(SLOW), diffs=diffs,
                                  kunit_changes=[review.StatusChange('arm64_2n_its1', 'a.b.c',
@@ -451,14 +455,7 @@ class Report(unittest.TestCase):
 
     def test_counted_figures_judge_and_the_timed_are_shown(self) -> None:
         """With counted figures the verdict is theirs, even where the timed moved."""
-        rng = random.Random(5)
-
-        def rec(scale: float) -> dict[str, object]:
-            p1, pn = 8e4 * scale * rng.gauss(1, 0.01), 1.4e5 * scale * rng.gauss(1, 0.01)
-            return {'pps_single': p1, 'pps_total': pn, 'scaling_efficiency': pn / (4 * p1),
-                    'per_cpu': [{'cpu': c, 'node': c // 2, 'pps': pn / 4} for c in range(4)]}
-        timed = metrics.compare([rec(1) for _ in range(10)], [rec(0.9) for _ in range(10)],
-                                0.05)
+        timed = timed_diffs(5, 0.9)
         self.assertIn('regression in', tables.verdict(timed))
         counts = {'insns_pkt_single': 7000.0, 'insns_pkt_all': 9000.0,
                   'wshared_pkt_all': 3.0, 'fshared_pkt_all': 1.0}
