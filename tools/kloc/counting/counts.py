@@ -7,26 +7,17 @@ The lo_counters kselftest's window numbers are kloc-marker.h's, read from it.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kloc.counting.errors import CountingError
-from kloc.counting.plugin import MARKER_H, PLUGIN_NAME
+from kloc.counting.plugin import MARKER_H, PLUGIN_NAME, c_define
 
 
 def marker_define(name: str, header: Path = MARKER_H) -> int:
     """The number kloc-marker.h #defines as name: the C and Python share it from there."""
-    try:
-        text = header.read_text()
-    except OSError as e:
-        raise CountingError(f'{header}: cannot read it ({e.strerror}); the counting '
-                            'package needs its window numbers') from None
-    m = re.search(rf'^#define\s+{re.escape(name)}\s+(\d+)U?\b', text, re.M)
-    if not m:
-        raise CountingError(f'{header} has no "#define {name} <number>": the counted '
-                            'figures need that window number from it')
-    return int(m.group(1))
+    return int(c_define(header, name, r'(\d+)U?\b', '<number>',
+                        'the counted figures need that window number from it'))
 
 
 # The kselftest's windows (selftests/lo_counters/lo_counters.c marks them)

@@ -27,16 +27,23 @@ PLUGIN_SOURCES = ('kloc-count.c', 'Makefile')
 PLUGIN_NAME = 'kloc-count'
 
 
-def _source_version() -> str:
-    """KLOC_COUNT_VERSION of kloc-count.c: the version its JSON reports, declared there."""
-    src = PLUGIN_DIR / 'kloc-count.c'
-    m = re.search(r'^#define KLOC_COUNT_VERSION "([^"]+)"$', src.read_text(), re.M)
+def c_define(source: Path, name: str, value: str, shape: str, why: str) -> str:
+    """The value a C file #defines as name (the group of the value regex): facts the
+    C declares, read from it. shape and why go into the error: what is expected, and
+    what needs it."""
+    try:
+        text = source.read_text()
+    except OSError as e:
+        raise CountingError(f'{source}: cannot read it ({e.strerror}); {why}') from None
+    m = re.search(rf'^#define\s+{re.escape(name)}\s+{value}', text, re.M)
     if not m:
-        raise CountingError(f'{src} defines no KLOC_COUNT_VERSION "x.y"')
+        raise CountingError(f'{source} has no "#define {name} {shape}": {why}')
     return m.group(1)
 
 
-PLUGIN_VERSION = _source_version()
+# The version kloc-count.c's JSON reports, as the C declares it.
+PLUGIN_VERSION = c_define(PLUGIN_DIR / 'kloc-count.c', 'KLOC_COUNT_VERSION', r'"([^"]+)"$',
+                          '"x.y"', 'the counted runs are keyed by the plugin version')
 
 
 def header_dir() -> Path:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kloc.counting.errors import CountingError, run_tool
+from kloc.qemu import release
 
 # Before QEMU 8.2 ("plugin: Simplify struct qemu_plugin_hwaddr"),
 # qemu_plugin_hwaddr_phys_addr() returned a RAM block's ram_addr offset plus
@@ -156,10 +157,10 @@ def memory_map(cmd: list[str]) -> MemoryMap:
 
 def qemu_version(binary: str) -> tuple[int, int]:
     out = run_tool([binary, '--version'], 'asking QEMU its version')
-    m = re.search(r'version (\d+)\.(\d+)', out)
-    if not m:
+    v = release.version_of(out)
+    if v is None:
         raise CountingError(f'{binary} --version: no version in {out!r}')
-    return int(m.group(1)), int(m.group(2))
+    return v
 
 
 def plugin_args(cmd: list[str], version: tuple[int, int] | None = None) -> list[str]:

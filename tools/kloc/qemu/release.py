@@ -181,6 +181,12 @@ def _header(a: archive.Archive, version: str, work: Path, unpacked: Path) -> Non
     (unpacked / 'include' / 'source-version').write_text(version + '\n')
 
 
+def version_of(text: str) -> tuple[int, int] | None:
+    """(major, minor) from what `qemu-system-* --version` printed, or None."""
+    m = re.search(r'version (\d+)\.(\d+)', text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
 def check_runs(r: Release) -> None:
     """Each binary starts here and says it is this series (libraries found, data found)."""
     for b in BINARIES:
@@ -190,8 +196,7 @@ def check_runs(r: Release) -> None:
                                  timeout=60)
         except OSError as e:
             raise QemuReleaseError(f'{exe} does not start: {e}') from None
-        m = re.search(r'version (\d+)\.(\d+)', out.stdout)
-        if out.returncode or not m or (int(m.group(1)), int(m.group(2))) != SERIES:
+        if out.returncode or version_of(out.stdout) != SERIES:
             raise QemuReleaseError(
                 f'{exe} --version exited {out.returncode}: '
                 f'{" ".join((out.stdout + out.stderr).split())[-300:]}; a library it needs '
