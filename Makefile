@@ -147,7 +147,7 @@ mutants: deps
 	@$(KLOC) mutants $(TREE) --out $(call q,$(OUT)) --jobs $(call q,$(JOBS)) \
 		$(call opt,--timeout,$(TIMEOUT))
 
-# tools/kloc/kunit/known.py: each entry of KERNEL= fails on the stock kernel, passes fixed.
+# tools/kloc/kunitpy/known.py: each entry of KERNEL= fails on the stock kernel, passes fixed.
 known-failures: deps
 	@$(KLOC) known-failures $(TREE) --out $(call q,$(OUT)) --jobs $(call q,$(JOBS)) \
 		$(call opt,--timeout,$(TIMEOUT))

@@ -49,7 +49,7 @@ kernels=$(kloc registry make-test-kernels) || exit 1
 default=$(kloc registry default) || exit 1
 for k in $kernels; do
 	topologies=$(kloc registry make-test-topologies "$k") || exit 1
-	# A known upstream failure (tools/kloc/kunit/known.py) must still fail on the
+	# A known upstream failure (tools/kloc/kunitpy/known.py) must still fail on the
 	# stock kernel, and nothing else may: the report says which.
 	phase "kunit on Linux $k ($topologies)" kloc kunit --kernel "$k" --out "$OUT" \
 		--jobs "$JOBS" --timeout "$TIMEOUT" --topologies "$topologies"

@@ -27,7 +27,7 @@ class OptionError(KlocError):
     """An option's value is out of its range."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Option:
     make: str                       # the Make variable, e.g. SECONDS
     dest: str                       # the argparse attribute, e.g. seconds
@@ -103,27 +103,32 @@ def _jobs() -> str:
 
 
 OPTIONS = (
-    Option('TIMEOUT', 'timeout', 'seconds one boot may take before it counts as hung',
-           (('kunit', '300'), ('review', '300'), ('mutants', '120'), ('guest', '180'),
-            ('known-failures', '300'),
-            ('compare', '180')), low=1, high=86400, integer=True),
-    Option('RUNS', 'runs', 'good timed runs per side (wall-clock under emulation: shown, '
-           'judged only where no counted boots are)', (('compare', '6'), ('review', '10')),
-           low=2, high=10000, integer=True),
-    Option('SECONDS', 'seconds', 'measuring time of each phase, in seconds (from 0.1: a '
-           'shorter phase sends too few packets to time)',
-           (('compare', '2'), ('review', '1'), ('guest', '1')), low=0.1, high=3600),
-    Option('ALPHA', 'alpha', 'the significance level', (('*', '0.05'),), low=0, high=0.5,
-           low_open=True),
-    Option('MDE', 'mde', 'the change of interest, in percent: a run that could not '
-           'detect it is inconclusive', (('compare', '3.6'), ('review', '3.6')), low=0,
-           high=100, low_open=True),
-    Option('JOBS', 'jobs', 'parallel build jobs and tool-test workers', (('*', 'nproc'),),
-           low=1, high=4096, integer=True),
-    Option('COUNTED', 'counted', 'boots a side under the QEMU counting plugin, after the '
-           'timed runs; the verdict rests on their counts (0: none, the timed runs judge)',
-           (('compare', '3'), ('review', '3'), ('guest', '0')),
-           low=0, high=1000, integer=True),
+    Option(make='TIMEOUT', dest='timeout',
+           about='seconds one boot may take before it counts as hung',
+           defaults=(('kunit', '300'), ('review', '300'), ('mutants', '120'),
+                     ('guest', '180'), ('known-failures', '300'), ('compare', '180')),
+           low=1, high=86400, integer=True),
+    Option(make='RUNS', dest='runs',
+           about='good timed runs per side (wall-clock under emulation: shown, judged only '
+           'where no counted boots are)',
+           defaults=(('compare', '6'), ('review', '10')), low=2, high=10000, integer=True),
+    Option(make='SECONDS', dest='seconds',
+           about='measuring time of each phase, in seconds (from 0.1: a shorter phase sends '
+           'too few packets to time)',
+           defaults=(('compare', '2'), ('review', '1'), ('guest', '1')), low=0.1, high=3600),
+    Option(make='ALPHA', dest='alpha', about='the significance level',
+           defaults=(('*', '0.05'),), low=0, high=0.5, low_open=True),
+    Option(make='MDE', dest='mde',
+           about='the change of interest, in percent: a run that could not detect it is '
+           'inconclusive',
+           defaults=(('compare', '3.6'), ('review', '3.6')), low=0, high=100, low_open=True),
+    Option(make='JOBS', dest='jobs', about='parallel build jobs and tool-test workers',
+           defaults=(('*', 'nproc'),), low=1, high=4096, integer=True),
+    Option(make='COUNTED', dest='counted',
+           about='boots a side under the QEMU counting plugin, after the timed runs; the '
+           'verdict rests on their counts (0: none, the timed runs judge)',
+           defaults=(('compare', '3'), ('review', '3'), ('guest', '0')), low=0, high=1000,
+           integer=True),
 )
 
 BY_DEST = {o.dest: o for o in OPTIONS}

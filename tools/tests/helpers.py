@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kloc.counting.errors import CountingError
-from kloc.kunit import ktap
+from kloc.kunitpy import ktap
 from kloc.trees import kernels, sources
 from kloc.paths import cache_dir
 

@@ -25,7 +25,7 @@ from unittest import mock
 
 from kloc import filelock, paths
 from kloc.errors import KlocError
-from kloc.kunit import runner
+from kloc.kunitpy import runner
 from kloc.trees import archive, sources
 
 TOOLS = Path(__file__).resolve().parents[1]

@@ -22,7 +22,7 @@ from pathlib import Path
 from kloc.series import changes, install, planning
 from kloc.series.state import JOURNAL, MANIFEST, STATE_DIR, EditedFilesError, InstallError, \
     read_manifest
-from kloc.series.treefiles import Faults
+from kloc.series.treefiles import Faults, uncommitted
 from kloc.trees import sources
 from kloc.version import KernelVersion
 
@@ -161,6 +161,42 @@ class HandEditTest(Base):
             self.assertIn(DRIVER, r.stderr)
             self.assertNotIn('Traceback', r.stderr)
             self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+
+    def test_dirty_files_are_the_edits_and_git_s_changes_not_the_package_s(self) -> None:
+        git(self.root, 'init', '-q')
+        git(self.root, 'add', '-A')
+        git(self.root, 'commit', '-qm', 'installed')
+        self.assertEqual(planning.dirty_files(self.root), [])
+        self.edit(DRIVER, 'pr_err_ratelimited("Unable to get SGI status\\n");',
+                  'pr_err_ratelimited("Unable to get the SGI status\\n");')
+        (self.root / 'Kconfig').write_text((self.root / 'Kconfig').read_text() + '\n')
+        self.assertEqual(planning.dirty_files(self.root), sorted([DRIVER, 'Kconfig']))
+
+
+def git(tree: Path, *args: str) -> None:
+    subprocess.run(['git', '-C', str(tree), '-c', 'user.name=kloc', '-c',
+                    'user.email=kloc@localhost', *args], check=True, capture_output=True)
+
+
+class UncommittedTest(unittest.TestCase):
+    """treefiles.uncommitted: a git tree's changed tracked files; no kernel tree needed."""
+
+    def test_changes_renames_and_not_kloc_s_state(self) -> None:
+        with tempfile.TemporaryDirectory(prefix='kloc-git-') as tmp:
+            tree = Path(tmp)
+            self.assertEqual(uncommitted(tree), [])             # not a git tree
+            for rel in ('a/old.c', 'b.c', 'c.c', f'{STATE_DIR}/{MANIFEST}'):
+                (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+                (tree / rel).write_text(rel + '\n')
+            git(tree, 'init', '-q')
+            git(tree, 'add', '-A')
+            git(tree, 'commit', '-qm', 'base')
+            self.assertEqual(uncommitted(tree), [])
+            git(tree, 'mv', 'a/old.c', 'a/new.c')
+            (tree / 'b.c').write_text('changed\n')
+            (tree / f'{STATE_DIR}/{MANIFEST}').write_text('{}\n')
+            (tree / 'untracked.c').write_text('new\n')
+            self.assertEqual(uncommitted(tree), ['a/new.c', 'a/old.c', 'b.c'])
 
 
 class InterruptionTest(Base):

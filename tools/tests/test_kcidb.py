@@ -26,9 +26,9 @@ from hypothesis.configuration import set_hypothesis_home_dir
 
 from kloc.bench import metrics
 from kloc.guests import guest
-from kloc.kunit import ktap, runner
+from kloc.kunitpy import ktap, runner
 from kloc.qemu import topology
-from kloc.kcidb import schema as kcidb_schema
+from kloc.kcidb import record, schema as kcidb_schema
 from kloc.kcidb.schema import PATH_RE, SchemaError
 from kloc.review import kcidb, patch_input, review
 from kloc.trees.sources import Tree
@@ -96,29 +96,29 @@ def by_path(tests: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 class Paths(unittest.TestCase):
     def test_kunit_names_kept_others_encoded(self) -> None:
-        self.assertEqual(kcidb.case_path('irq_gic_v3_its_placement.its_kunit_boot_its_on_node'),
+        self.assertEqual(record.case_path('irq_gic_v3_its_placement.its_kunit_boot_its_on_node'),
                          'kunit.irq_gic_v3_its_placement.its_kunit_boot_its_on_node')
-        self.assertNotEqual(kcidb.path_component('node 0'), kcidb.path_component('node_0'))
-        self.assertEqual(kcidb.path_component('node_0'), 'node_0')
-        self.assertEqual(kcidb.path_component('node 0'), '-node-0')
-        self.assertEqual(kcidb.path_component('PAGES_MAX on node-1'),
+        self.assertNotEqual(record.path_component('node 0'), record.path_component('node_0'))
+        self.assertEqual(record.path_component('node_0'), 'node_0')
+        self.assertEqual(record.path_component('node 0'), '-node-0')
+        self.assertEqual(record.path_component('PAGES_MAX on node-1'),
                          '-PAGES__MAX-on-node_2d1')
-        self.assertEqual(kcidb.path_component('-1'), '-_2d1')
-        self.assertEqual(kcidb.case_path('kloc_topology.online_nodes'),
+        self.assertEqual(record.path_component('-1'), '-_2d1')
+        self.assertEqual(record.case_path('kloc_topology.online_nodes'),
                          'kloc.harness.kloc_topology.online_nodes')
 
     @SETTINGS
     @given(st.text())
     def test_a_component_is_valid_and_reversible(self, name: str) -> None:
-        c = kcidb.path_component(name)
+        c = record.path_component(name)
         self.assertRegex(c, r'^[A-Za-z0-9_-]+$')
-        self.assertEqual(kcidb.component_name(c), name)
+        self.assertEqual(record.component_name(c), name)
 
     @SETTINGS
     @given(st.lists(st.text(), min_size=1), st.lists(st.text(), min_size=1))
     def test_paths_are_valid_and_collide_only_when_equal(self, a: list[str],
                                                          b: list[str]) -> None:
-        pa, pb = kcidb.test_path(*a), kcidb.test_path(*b)
+        pa, pb = record.test_path(*a), record.test_path(*b)
         self.assertTrue(PATH_RE.fullmatch(pa), pa)
         self.assertEqual(pa == pb, a == b)
 
@@ -157,7 +157,7 @@ class SourceIdentity(unittest.TestCase):
             git('remote', 'add', 'origin', 'https://user:secret@git.kernel.org/pub/scm/linux/'
                 'kernel/git/netdev/net-next.git')
             tree = Tree(root, VERSION, 'kdir')
-            ident = kcidb.source_identity(tree)
+            ident = record.source_identity(tree)
             self.assertEqual(ident['git_commit_hash'], git('rev-parse', 'HEAD'))
             self.assertEqual(ident['tree_name'], 'net-next')
             self.assertEqual(ident['git_repository_branch'], 'main')
@@ -169,9 +169,9 @@ class SourceIdentity(unittest.TestCase):
                 self.assertEqual(c['git_commit_hash'], ident['git_commit_hash'])
             self.assertNotIn('secret', json.dumps(doc))
             shutil.rmtree(root / '.git')
-            self.assertEqual(kcidb.source_identity(tree), {})
-        self.assertEqual(kcidb.tree_name('https://git.kernel.org/pub/scm/linux/kernel/git/'
-                                         'torvalds/linux.git'), 'mainline')
+            self.assertEqual(record.source_identity(tree), {})
+        self.assertEqual(record.tree_name('https://git.kernel.org/pub/scm/linux/kernel/git/'
+                                          'torvalds/linux.git'), 'mainline')
 
 
 class Reviews(unittest.TestCase):
@@ -287,13 +287,13 @@ class Reviews(unittest.TestCase):
     def test_ids_are_new_for_each_run(self) -> None:
         doc = self.submission(PASSING, CRASHING)
         o = loopback_outcome(self.base)
-        again = submission(o, options(self.out, False), kcidb.new_run_id())
+        again = submission(o, options(self.out, False), record.new_run_id())
         ids = {o['id'] for kind in ('checkouts', 'builds', 'tests') for o in doc[kind]}
         ids2 = {o['id'] for kind in ('checkouts', 'builds', 'tests') for o in again[kind]}
         self.assertFalse(ids & ids2)
         self.assertTrue(all(i.startswith(f'kloc:{RUN}:') for i in ids))
         aa = [submission(loopback_outcome(self.base, None), options(self.out, False, True),
-                         kcidb.new_run_id()) for _ in range(2)]
+                         record.new_run_id()) for _ in range(2)]
         for doc in aa:
             kcidb_schema.validate(doc)
             self.assertEqual(len(doc['checkouts']), 1)
@@ -303,7 +303,7 @@ class Reviews(unittest.TestCase):
     def test_the_harness_suite_is_the_runners(self) -> None:
         doc = ktap.parse((DATA / PASSING).read_text(), self.parser)
         self.assertIn(runner.check_topology(doc, topology.get(TOPO)).name,
-                      kcidb.HARNESS_SUITES)
+                      record.HARNESS_SUITES)
 
 
 class Validator(unittest.TestCase):

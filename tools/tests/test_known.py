@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
-"""Known upstream failures (kunit/known.py), on a real run of stock Linux 7.2.13.
+"""Known upstream failures (kunitpy/known.py), on a real run of stock Linux 7.2.13.
 
 The console is arm64_2n_its1's from `make kunit KERNEL=7.2` (2026-12-01):
 the ITS placement suite fails where itt_alloc_pool() hands node 1's ITS
@@ -14,8 +14,8 @@ import dataclasses
 import unittest
 import unittest.mock
 
-from kloc.kunit import known, ktap, summary
-from kloc.kunit.junit import KunitRun
+from kloc.kunitpy import known, ktap, summary
+from kloc.kunitpy.junit import KunitRun
 from kloc.paths import PACKAGE_ROOT
 from kloc.review import fixcheck
 

@@ -9,7 +9,7 @@ import sys
 import unittest
 from pathlib import Path
 
-from kloc.kunit import junit, ktap
+from kloc.kunitpy import junit, ktap
 from kloc.trees import kernels
 
 from .helpers import DATA, debian_tree, golden, stock_parser
@@ -113,7 +113,7 @@ class GoldenLogs(unittest.TestCase):
                    '    ok 1 a\n    1..3\n    ok 2 b\nok 2 s\n')
         code = ('import resource, sys\n'
                 'resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n'
-                'from pathlib import Path\nfrom kloc.kunit import ktap\n'
+                'from pathlib import Path\nfrom kloc.kunitpy import ktap\n'
                 'doc = ktap.parse(sys.stdin.read(), Path(sys.argv[1]))\n'
                 'print(sorted((p, leaf.status.value) for s in doc.suites '
                 'for p, leaf in s.leaves()))\n')

@@ -9,10 +9,10 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from kloc.kunit import diagnostics, ktap, suites
+from kloc.kunitpy import diagnostics, ktap, suites
 from kloc.qemu import topology
-from kloc.kunit.runner import (KunitError, check_topology, extract_ktap, load_run,
-                               suite_warnings)
+from kloc.kunitpy.runner import (KunitError, check_topology, extract_ktap, load_run,
+                                 suite_warnings)
 
 from .helpers import DATA, stock_parser
 

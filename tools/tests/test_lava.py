@@ -31,7 +31,7 @@ from unittest import mock
 
 from kloc.bench import metrics
 from kloc.guests import guest
-from kloc.kunit import junit, ktap, runner
+from kloc.kunitpy import junit, ktap, runner
 from kloc.kcidb import record as kcidb, schema as kcidb_schema
 from kloc.lava import compare, device, export, jobs, local, monitors, results, session, yamlio
 from kloc.lava import kcidb as lava_kcidb

@@ -24,7 +24,8 @@ from pathlib import Path
 from unittest import mock
 
 from kloc import cli, defaults, paths
-from kloc.kunit import runner
+from kloc.kunitpy import runner
+from kloc.qemu import topology
 from kloc.trees.sources import Tree
 from kloc.version import KernelVersion
 
@@ -200,10 +201,12 @@ class Topologies(Base):
                                         expect, 'arm64_1n')
 
     def test_accepted(self) -> None:
+        """Parsed once, into names, by every command that takes them; empty: all."""
         p = cli.parser()
-        self.assertEqual(p.parse_args(['kunit', '--topologies', 'arm64_1n,x86_64_2n'])
-                         .topologies, 'arm64_1n,x86_64_2n')
-        self.assertEqual(p.parse_args(['kunit']).topologies, '')
+        for command in ('kunit', 'review', 'lava'):
+            self.assertEqual(p.parse_args([command, '--topologies', 'arm64_1n,x86_64_2n'])
+                             .topologies, ('arm64_1n', 'x86_64_2n'))
+            self.assertEqual(p.parse_args([command]).topologies, tuple(topology.TOPOLOGIES))
 
     def test_through_make(self) -> None:
         r = self.run_make_kloc('kunit', 'TOPOLOGIES=,,', f'KDIR={NO_TREE}')

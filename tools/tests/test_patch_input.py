@@ -11,7 +11,9 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from kloc.review import patch_input, review
+from kloc.review import patch_input
+from kloc.review.errors import ReviewError
+from kloc.review.patched import patched_tree
 from kloc.series.patching import (Contents, HunkError, PatchError, apply_text, file_changes,
                                   touched_files)
 from kloc.trees.sources import Tree
@@ -150,7 +152,7 @@ class Applied(unittest.TestCase):
 
 
 class PatchedTree(unittest.TestCase):
-    """review.patched_tree on a small tree: deletions, renames, modes; the base kept."""
+    """patched.patched_tree on a small tree: deletions, renames, modes; the base kept."""
 
     def setUp(self) -> None:
         self.tmp = tempfile.TemporaryDirectory()
@@ -189,19 +191,18 @@ class PatchedTree(unittest.TestCase):
                 before = self.snapshot()
                 p = self.load(text, f'd{len(text)}.patch')
                 self.assertEqual(p.files, ('drivers/net/old.c',))
-                tree, _ = review.patched_tree(self.base, p, self.cache)
+                tree, _ = patched_tree(self.base, p, self.cache)
                 self.assertFalse((tree.path / 'drivers/net/old.c').exists())
                 self.assertTrue((tree.path / LOOPBACK).exists())
                 self.assertEqual(self.snapshot(), before)
 
     def test_rename_without_and_with_hunks(self) -> None:
         before = self.snapshot()
-        tree, _ = review.patched_tree(self.base, self.load(RENAME, 'r.patch'), self.cache)
+        tree, _ = patched_tree(self.base, self.load(RENAME, 'r.patch'), self.cache)
         self.assertFalse((tree.path / 'drivers/net/old.c').exists())
         self.assertEqual((tree.path / 'drivers/net/new.c').read_bytes(),
                          b'int a;\nint b;\nint c;\n')
-        tree, _ = review.patched_tree(self.base, self.load(RENAME_HUNKS, 'rh.patch'),
-                                      self.cache)
+        tree, _ = patched_tree(self.base, self.load(RENAME_HUNKS, 'rh.patch'), self.cache)
         self.assertFalse((tree.path / 'drivers/net/old.c').exists())
         self.assertEqual((tree.path / 'drivers/net/sub/new.c').read_bytes(),
                          b'int a;\nlong b;\nint c;\n')
@@ -212,7 +213,7 @@ class PatchedTree(unittest.TestCase):
             with self.subTest(text=text[-20:]):
                 before = self.snapshot()
                 p = self.load(text, f'm{len(text)}.patch')
-                tree, _ = review.patched_tree(self.base, p, self.cache)
+                tree, _ = patched_tree(self.base, p, self.cache)
                 st = (tree.path / 'scripts/run.sh').stat()
                 self.assertEqual(stat.S_IMODE(st.st_mode), 0o755)
                 self.assertEqual(stat.S_IMODE((self.base.path / 'scripts/run.sh').stat()
@@ -223,7 +224,7 @@ class PatchedTree(unittest.TestCase):
         os.chmod(self.base.path / 'scripts/run.sh', 0o755)
         p = self.load('--- a/scripts/run.sh\n+++ b/scripts/run.sh\n@@ -1 +1 @@\n'
                       '-echo hi\n+echo ho\n')
-        tree, _ = review.patched_tree(self.base, p, self.cache)
+        tree, _ = patched_tree(self.base, p, self.cache)
         self.assertEqual(stat.S_IMODE((tree.path / 'scripts/run.sh').stat().st_mode), 0o755)
 
     def test_deleted_or_renamed_file_must_be_in_the_base(self) -> None:
@@ -232,16 +233,16 @@ class PatchedTree(unittest.TestCase):
             with self.subTest(verb=verb, text=text[:30]):
                 p = self.load(text.replace('old.c', 'gone.c'), f'g{len(text)}.patch')
                 with self.assertRaisesRegex(
-                        review.ReviewError, f'PATCH=g{len(text)}.patch {verb} '
+                        ReviewError, f'PATCH=g{len(text)}.patch {verb} '
                         r'drivers/net/gone.c, which Linux 6.12.0 at .* does not have'):
-                    review.patched_tree(self.base, p, self.cache)
+                    patched_tree(self.base, p, self.cache)
         self.assertFalse((self.cache / 'review').exists())
 
     def test_rename_onto_a_file_of_the_base(self) -> None:
         p = self.load(RENAME.replace('new.c', 'loopback.c'))
-        with self.assertRaisesRegex(review.ReviewError, 'renames drivers/net/old.c to '
+        with self.assertRaisesRegex(ReviewError, 'renames drivers/net/old.c to '
                                     f'{LOOPBACK}, which Linux 6.12.0 at .* already has'):
-            review.patched_tree(self.base, p, self.cache)
+            patched_tree(self.base, p, self.cache)
 
     def test_mbox_rename_then_change(self) -> None:
         second = ('From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n'
@@ -253,7 +254,7 @@ class PatchedTree(unittest.TestCase):
                  'Subject: [PATCH 1/2] rename it\n\n---\n' + RENAME)
         p = self.load(first + '\n' + second)
         self.assertEqual(p.mails, 2)
-        tree, _ = review.patched_tree(self.base, p, self.cache)
+        tree, _ = patched_tree(self.base, p, self.cache)
         self.assertEqual((tree.path / 'drivers/net/new.c').read_bytes(),
                          b'int a;\nint b;\nint d;\n')
         self.assertFalse((tree.path / 'drivers/net/old.c').exists())
@@ -266,7 +267,7 @@ class NotAFile(unittest.TestCase):
             os.mkfifo(fifo)
             for path, what in ((Path(d), 'a directory'), (fifo, 'a FIFO')):
                 with self.subTest(what=what):
-                    with self.assertRaisesRegex(patch_input.PatchError,
+                    with self.assertRaisesRegex(PatchError,
                                                 f'^PATCH={path} is {what}; give a patch '
                                                 'file$'):
                         patch_input.load(path)
@@ -286,7 +287,7 @@ class NotAFile(unittest.TestCase):
             p = Path(d) / 'x.patch'
             p.write_text('--- a/x/y\n+++ b/x/y\n')
             os.chmod(p, 0)
-            with self.assertRaisesRegex(patch_input.PatchError, 'permission denied'):
+            with self.assertRaisesRegex(PatchError, 'permission denied'):
                 patch_input.load(p)
 
 

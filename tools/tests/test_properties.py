@@ -19,7 +19,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 
-from kloc.kunit import ktap
+from kloc.kunitpy import ktap
 from kloc.review import patch_input
 from kloc.series import mail
 from kloc.series.patching import Contents, PatchError, apply_text, file_changes, touched_files

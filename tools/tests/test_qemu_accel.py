@@ -15,7 +15,7 @@ import subprocess
 import unittest
 from pathlib import Path
 
-from kloc.kunit import runner
+from kloc.kunitpy import runner
 
 QEMU = 'qemu-system-x86_64'
 KUNIT_PYS = ['-accel', 'kvm', '-accel', 'hvf', '-accel', 'tcg']

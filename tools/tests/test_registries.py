@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import unittest
 
-from kloc.kunit import known, suites
+from kloc import cli, defaults
+from kloc.bench import compare
+from kloc.kunitpy import known, suites
 from kloc.mutants import mutants
 from kloc.qemu import arches, topology
 from kloc.series import changes
@@ -20,6 +23,21 @@ SERIES_LIST = [ln.strip() for ln in (PACKAGE_ROOT / 'kunit' / 'series').read_tex
 
 def deps_packages() -> set[str]:
     return set(re.findall(r'^\t"([\w.+:-]+) ', DEPS, re.MULTILINE))
+
+
+class KeywordsTest(unittest.TestCase):
+    """Every registry entry, and every options record, is built by keyword: a
+    positional one is refused by the class itself."""
+
+    def test_keyword_only(self) -> None:
+        for cls in (arches.Arch, suites.Suite, topology.Topology, topology.Node,
+                    defaults.Option, kernels.Kernel, known.KnownFailure,
+                    compare.CompareOptions, cli.Command):
+            with self.subTest(cls=cls.__name__):
+                fields = dataclasses.fields(cls)
+                self.assertTrue(fields and all(f.kw_only for f in fields))
+                with self.assertRaises(TypeError):
+                    cls(*(None for _ in fields))
 
 
 class KernelsTest(unittest.TestCase):
@@ -78,7 +96,7 @@ class SuitesTest(unittest.TestCase):
     def test_series_lists_exactly_the_suites_changes(self) -> None:
         declared = [c for s in suites.SUITES for c in s.changes]
         self.assertEqual(SERIES_LIST, declared,
-                         'kunit/series and tools/kloc/kunit/suites.py disagree')
+                         'kunit/series and tools/kloc/kunitpy/suites.py disagree')
 
     def test_files_of_each_suite(self) -> None:
         for s in suites.SUITES:

@@ -24,7 +24,7 @@ from pathlib import Path
 from unittest import mock
 
 from kloc import paths
-from kloc.kunit import ktap, runner
+from kloc.kunitpy import ktap, runner
 from kloc.review import review
 from kloc.trees.sources import Tree
 from kloc.version import KernelVersion

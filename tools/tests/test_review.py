@@ -20,6 +20,8 @@ from kloc.bench import metrics, tables
 from kloc.guests import guest
 from kloc.kcidb import schema as kcidb_schema
 from kloc.review import copies, patch_input, reporting, review
+from kloc.review.errors import ReviewError
+from kloc.review.patched import patched_tree
 from kloc.series import changes, install, planning
 from kloc.series.state import STATE_DIR
 from kloc.series.patching import HunkError
@@ -124,23 +126,23 @@ class PatchedTree(unittest.TestCase):
     def test_made_once_then_reused_base_untouched(self) -> None:
         before = (self.base.path / 'drivers/net/loopback.c').read_bytes()
         p = patch_input.load(SLOW)
-        tree, reused = review.patched_tree(self.base, p, self.cache)
+        tree, reused = patched_tree(self.base, p, self.cache)
         self.assertFalse(reused)
         self.assertIn(b'barrier();', (tree.path / 'drivers/net/loopback.c').read_bytes())
         self.assertEqual((self.base.path / 'drivers/net/loopback.c').read_bytes(), before)
         same = (tree.path / 'Kconfig').stat().st_ino == (self.base.path / 'Kconfig').stat().st_ino
         self.assertTrue(same, 'untouched files are hard links to the base')
-        again, reused = review.patched_tree(self.base, p, self.cache)
+        again, reused = patched_tree(self.base, p, self.cache)
         self.assertTrue(reused)
         self.assertEqual(again.path, tree.path)
-        other, reused = review.patched_tree(self.base, patch_input.load(NOOP), self.cache)
+        other, reused = patched_tree(self.base, patch_input.load(NOOP), self.cache)
         self.assertFalse(reused)
         self.assertNotEqual(other.path, tree.path)
 
     def test_old_copies_are_pruned(self) -> None:
         old = [old_copy(self.cache, i, 1000.0 + i) for i in range(5)]
-        a, _ = review.patched_tree(self.base, patch_input.load(SLOW), self.cache)
-        b, _ = review.patched_tree(self.base, patch_input.load(NOOP), self.cache)
+        a, _ = patched_tree(self.base, patch_input.load(SLOW), self.cache)
+        b, _ = patched_tree(self.base, patch_input.load(NOOP), self.cache)
         left = sorted(p for p in (self.cache / 'review').iterdir() if p.is_dir())
         self.assertEqual(len(left), copies.KEEP, left)
         self.assertEqual(set(left), {a.path.parent, b.path.parent, old[4], old[3]})
@@ -151,7 +153,7 @@ class PatchedTree(unittest.TestCase):
         p = patch_input.load(mbox)
         self.assertEqual(p.mails, 2)
         self.assertIn('reword the comment', p.subject)
-        tree, _ = review.patched_tree(self.base, p, self.cache)
+        tree, _ = patched_tree(self.base, p, self.cache)
         text = (tree.path / 'drivers/net/loopback.c').read_text()
         self.assertIn('called with bottom halves disabled', text)
         self.assertIn('barrier();', text)
@@ -162,16 +164,16 @@ class PatchedTree(unittest.TestCase):
                                                 ' \tskb_tx_stamp(skb);\n'))
         with self.assertRaisesRegex(HunkError, r'drivers/net/loopback.c: hunk #1 \(at line '
                                                r'\d+\) does not apply'):
-            review.patched_tree(self.base, patch_input.load(bad), self.cache)
+            patched_tree(self.base, patch_input.load(bad), self.cache)
         self.assertFalse((self.cache / 'review').exists())
 
     def test_patch_for_another_tree(self) -> None:
         other = Path(self.tmp.name) / 'other.patch'
         other.write_text('--- a/src/main.c\n+++ b/src/main.c\n@@ -1 +1 @@\n-int x;\n+int y;\n')
-        with self.assertRaisesRegex(review.ReviewError, 'changes src/main.c, which Linux '
+        with self.assertRaisesRegex(ReviewError, 'changes src/main.c, which Linux '
                                     r'6.12.\d+ at .* does not have: is the patch for '
                                     'another tree'):
-            review.patched_tree(self.base, patch_input.load(other), self.cache)
+            patched_tree(self.base, patch_input.load(other), self.cache)
 
 
 def old_copy(cache: Path, n: int, used: float) -> Path:
@@ -282,14 +284,14 @@ class ChecksBeforeWriting(unittest.TestCase):
 
     def test_a_missing_file(self) -> None:
         self.refused('--- a/drivers/net/nosuch.c\n+++ b/drivers/net/nosuch.c\n'
-                     '@@ -1 +1 @@\n-int x;\n+int y;\n', review.ReviewError,
+                     '@@ -1 +1 @@\n-int x;\n+int y;\n', ReviewError,
                      'changes drivers/net/nosuch.c, which Linux 6.12.\\d+ at .* does not '
                      'have')
 
     def test_a_file_deleted_or_renamed_that_is_not_there(self) -> None:
         self.refused('diff --git a/drivers/net/nosuch.c b/drivers/net/x.c\n'
                      'similarity index 100%\nrename from drivers/net/nosuch.c\n'
-                     'rename to drivers/net/x.c\n', review.ReviewError,
+                     'rename to drivers/net/x.c\n', ReviewError,
                      'renames drivers/net/nosuch.c, which Linux .* does not have')
 
     def test_checked_as_posted_not_against_the_installed_state(self) -> None:
@@ -331,9 +333,9 @@ class ChecksBeforeWriting(unittest.TestCase):
         checked = review.check(self.base, patch_input.load(p))
         assert checked.applied is not None
         self.assertIn(b'SGI status\\n"); /* x */', checked.applied.contents[rel] or b'')
-        self.assertEqual(review.dirty_files(self.base), [rel])
-        tree, _ = review.patched_tree(self.base, patch_input.load(p), self.cache,
-                                      checked.applied)
+        self.assertEqual(planning.dirty_files(self.base.path), [rel])
+        tree, _ = patched_tree(self.base, patch_input.load(p), self.cache,
+                               checked.applied)
         self.assertIn('Unable to read the SGI status', (tree.path / rel).read_text())
         o = review.ReviewOutcome(self.base, tree, patch_input.load(p), dirty=[rel])
         text = reporting.render(o, self.opts)
@@ -353,8 +355,8 @@ class ChecksBeforeWriting(unittest.TestCase):
                      'new mode 100755\n')
         checked = review.check(self.base, patch_input.load(p))
         install.install(self.base.path, self.base.version, changes.load_series())
-        tree, _ = review.patched_tree(self.base, patch_input.load(p), self.cache,
-                                      checked.applied)
+        tree, _ = patched_tree(self.base, patch_input.load(p), self.cache,
+                               checked.applied)
         self.assertFalse((tree.path / 'drivers/net/loopback.c').exists())
         self.assertTrue((self.base.path / 'drivers/net/loopback.c').exists())
         self.assertEqual((tree.path / 'drivers/net/lo.c').read_bytes(),

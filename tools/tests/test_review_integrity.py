@@ -23,6 +23,7 @@ from pathlib import Path
 
 from kloc.kcidb import schema as kcidb_schema
 from kloc.review import integrity, kcidb, patch_input, reporting, review
+from kloc.review.errors import ReviewError
 from kloc.series import changes, install, planning
 from kloc.series.state import STATE_DIR
 from kloc.series.patching import HunkError
@@ -77,14 +78,14 @@ class Refusals(unittest.TestCase):
 
     def refused(self, p: patch_input.PatchInfo, *names: str) -> str:
         before = self.snapshot()
-        with self.assertRaises(review.ReviewError) as c:
+        with self.assertRaises(ReviewError) as c:
             review.check(self.base, p)
         msg = str(c.exception)
         self.assertNotIn('\n', msg)
         for n in names:
             self.assertIn(n, msg)
         self.assertIn(integrity.OPT_IN, msg)
-        with self.assertRaises(review.ReviewError):        # review.run checks first
+        with self.assertRaises(ReviewError):        # review.run checks first
             review.run(self.base, p, self.opts, self.cache)
         self.assertEqual(self.snapshot(), before, 'the tree was written')
         self.assertFalse(self.cache.exists())
@@ -179,7 +180,7 @@ class Refusals(unittest.TestCase):
         text = reporting.render(o, opts)
         lines = text.splitlines()
         self.assertIn('REVIEW_PACKAGE=1', lines[0])
-        self.assertTrue(lines[2].startswith('Patch: '), 'cli.py titles the plot with it')
+        self.assertTrue(lines[2].startswith('Patch: '), 'the patch subject stays third')
         self.assertIn(SUITE, '\n'.join(lines[:8]))
         self.assertTrue(all(len(line) <= reporting.WIDTH for line in lines), text)
         doc = reporting.to_json(o, opts)

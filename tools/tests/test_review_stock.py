@@ -21,6 +21,8 @@ import unittest
 from pathlib import Path
 
 from kloc.review import patch_input, review
+from kloc.review.errors import ReviewError
+from kloc.review.patched import patched_tree
 from kloc.series import changes, install, planning
 from kloc.series.patching import HunkError
 
@@ -93,19 +95,19 @@ class AsPosted(unittest.TestCase):
                                   self.base.path, self.base.version, self.series).final[DRIVER]
         self.assertEqual(applied.contents[DRIVER], want)
         install.install(self.base.path, self.base.version, self.series)
-        tree, reused = review.patched_tree(self.base, p, self.cache, applied)
+        tree, reused = patched_tree(self.base, p, self.cache, applied)
         self.assertFalse(reused)
         self.assertEqual((tree.path / DRIVER).read_bytes(), want)
         self.assertEqual((self.base.path / DRIVER).read_bytes(), self.installed_driver)
         # made again from the installed tree alone (fixcheck's way): the same copy
-        again, reused = review.patched_tree(self.base, p, self.cache)
+        again, reused = patched_tree(self.base, p, self.cache)
         self.assertTrue(reused)
         self.assertEqual(again.path, tree.path)
 
     def test_a_change_where_the_package_puts_its_lines_is_refused_by_name(self) -> None:
         p = self.on_stock(LAST_INCLUDE, '#include "irq-msi-lib-v2.h"\n', 'last-include.patch')
         before = self.snapshot()
-        with self.assertRaises(review.ReviewError) as c:
+        with self.assertRaises(ReviewError) as c:
             review.check(self.base, p)
         msg = str(c.exception)
         self.assertEqual(self.snapshot(), before, 'the tree was written')
@@ -116,8 +118,8 @@ class AsPosted(unittest.TestCase):
                       'package\'s change kunit/its/0001-seam (irqchip/gic-v3-its: Include a '
                       'KUnit seam header after the includes) adds its lines: the package '
                       'cannot be installed on top of it', msg)
-        with self.assertRaisesRegex(review.ReviewError, 'kunit/its/0001-seam'):
-            review.patched_tree(self.base, p, self.cache) if self.installed else \
+        with self.assertRaisesRegex(ReviewError, 'kunit/its/0001-seam'):
+            patched_tree(self.base, p, self.cache) if self.installed else \
                 review.run(self.base, p, review.ReviewOptions(
                     ('arm64_2n_its1',), 'x86_64_2n', 2, 1.0, 0.05, 60, 1, self.dir / 'out'),
                     self.cache)
@@ -130,7 +132,7 @@ class AsPosted(unittest.TestCase):
         self.assertTrue(text.endswith('\treturn 0;\n}\n'))
         p = self.patch(diff(DRIVER, self.stock, text + '\n/* the end */\n'), 'end.patch')
         after = text.count('\n') + 1       # where the suite's include goes: after the last
-        with self.assertRaisesRegex(review.ReviewError, rf'^PATCH=end.patch changes {DRIVER} '
+        with self.assertRaisesRegex(ReviewError, rf'^PATCH=end.patch changes {DRIVER} '
                                     rf'around line {after}, where the package\'s change '
                                     r'kunit/its/0002-kunit \(.*\) adds its lines: the package '
                                     'cannot be installed on top of it'):
@@ -172,7 +174,7 @@ class AsPostedInstalled(AsPosted):
         old = 'pr_err_ratelimited("Unable to get SGI status\\n");'
         new = 'pr_err_ratelimited("Unable to read the SGI status\\n");'
         drv.write_text(drv.read_text().replace(old, new))
-        self.assertEqual(review.dirty_files(self.base), [DRIVER])
+        self.assertEqual(planning.dirty_files(self.base.path), [DRIVER])
         p = self.on_stock(ALLOC, NO_NODE)
         checked = review.check(self.base, p)
         assert checked.applied is not None
@@ -181,7 +183,7 @@ class AsPostedInstalled(AsPosted):
         out = (checked.applied.contents[DRIVER] or b'').decode()
         for want in (new, NO_NODE, SEAM_INCLUDE, SUITE_INCLUDE):
             self.assertIn(want, out)
-        tree, _ = review.patched_tree(self.base, p, self.cache, checked.applied)
+        tree, _ = patched_tree(self.base, p, self.cache, checked.applied)
         self.assertEqual((tree.path / DRIVER).read_text(), out)
         self.assertIn(ALLOC, drv.read_text(), 'the base was written')
 
@@ -189,7 +191,7 @@ class AsPostedInstalled(AsPosted):
         drv = self.base.path / DRIVER
         drv.write_text(drv.read_text().replace(SEAM_INCLUDE, SEAM_INCLUDE + ' /* mine */'))
         p = self.on_stock(ALLOC, NO_NODE)
-        with self.assertRaises(review.ReviewError) as c:
+        with self.assertRaises(ReviewError) as c:
             review.check(self.base, p)
         msg = str(c.exception)
         self.assertNotIn('\n', msg)

@@ -38,10 +38,13 @@ class TopologyTest(unittest.TestCase):
         self.assertEqual(configs, set(topology.TOPOLOGIES))
 
     def test_memory_must_add_up(self) -> None:
-        bad = topology.Topology('bad', (topology.Node(2, 512), topology.Node(2, 256)), 0, '')
+        bad = topology.Topology(name='bad', nodes=(topology.Node(cpus=2, mem_mb=512),
+                                                   topology.Node(cpus=2, mem_mb=256)),
+                                its_node=0, about='')
         with self.assertRaisesRegex(topology.TopologyError, '768 MiB.*-m 1024'):
             bad.validate()
-        bad = topology.Topology('bad', (topology.Node(2, 1024),), 1, '')
+        bad = topology.Topology(name='bad', nodes=(topology.Node(cpus=2, mem_mb=1024),),
+                                its_node=1, about='')
         with self.assertRaisesRegex(topology.TopologyError, 'node 1, which does not exist'):
             bad.validate()
 

@@ -20,7 +20,7 @@ from kloc.atomicfile import write_text
 from kloc.trees.sources import Tree
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CompareOptions:
     arch: str
     topology: str
@@ -38,6 +38,18 @@ class CompareOptions:
 
 def default_topology(arch: str) -> str:
     return 'x86_64_2n' if arch == 'x86_64' else 'arm64_2n_its1'
+
+
+def check(tree: Tree, opts: CompareOptions) -> None:
+    """Refuse what cannot run before anything is built or written: SLAB on 6.8+, a
+    topology of another arch, counted boots this QEMU cannot run, COUNTED=1."""
+    metrics.check_counted(opts.counted)
+    topo = topology.get(opts.topology)
+    for allocator in (opts.a, opts.b):
+        g = guest.Guest(tree, opts.arch, allocator)
+        guest.check(g)
+        if opts.counted:
+            guest.check_counted(g, topo)
 
 
 def prepare(tree: Tree, opts: CompareOptions) -> interleave.AbPlan:

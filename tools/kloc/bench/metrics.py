@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 
 from kloc.bench import stats
+from kloc.defaults import OptionError
 from kloc.counting.counts import FIGURES
 
 # The change of interest when none is given: the seed patch's claimed gain
@@ -43,6 +44,14 @@ class Figure:
     kind: str = 'timed'         # or 'counted'
     better: str = 'higher'      # or 'lower'
 
+
+# The timed figures, each primary (tested together, with Holm): name -> (title,
+# unit, short). The per-node figures (pps_node<N>) are details.
+TIMED = {
+    'pps_single': ('1 thread', 'packets/s', '1 thread'),
+    'pps_total': ('one thread per CPU, total', 'packets/s', 'all CPUs'),
+    'scaling_efficiency': ('scaling efficiency (N threads / N x 1)', 'ratio', 'efficiency'),
+}
 
 # The counted figures: name -> (title, unit, short, primary). Each phase of
 # the kselftest: 'single' (one thread), 'all' (one thread per CPU).
@@ -86,9 +95,7 @@ def _num(v: object) -> float:
 
 def extract(record: dict[str, object]) -> dict[str, float]:
     """Figure name -> value for one run's JSON record."""
-    out = {'pps_single': _num(record['pps_single']),
-           'pps_total': _num(record['pps_total']),
-           'scaling_efficiency': _num(record['scaling_efficiency'])}
+    out = {name: _num(record[name]) for name in TIMED}
     per_cpu = record.get('per_cpu')
     if isinstance(per_cpu, list):
         for c in per_cpu:
@@ -99,12 +106,9 @@ def extract(record: dict[str, object]) -> dict[str, float]:
 
 
 def describe(name: str) -> Figure:
-    if name == 'pps_single':
-        return Figure(name, '1 thread', 'packets/s', '1 thread')
-    if name == 'pps_total':
-        return Figure(name, 'one thread per CPU, total', 'packets/s', 'all CPUs')
-    if name == 'scaling_efficiency':
-        return Figure(name, 'scaling efficiency (N threads / N x 1)', 'ratio', 'efficiency')
+    if name in TIMED:
+        title, unit, short = TIMED[name]
+        return Figure(name, title, unit, short)
     if name in COUNTED:
         title, unit, short, primary = COUNTED[name]
         return Figure(name, title, unit, short, primary, 'counted', 'lower')
@@ -218,8 +222,7 @@ def compare(a_records: list[dict[str, object]], b_records: list[dict[str, object
     if kind == 'counted':
         names.sort(key=FIGURES.index)
     else:
-        names.sort(key=lambda n: (not n.startswith('pps_s'), not n.startswith('pps_t'),
-                                  not n.startswith('scal'), n))
+        names.sort(key=lambda n: (list(TIMED).index(n) if n in TIMED else len(TIMED), n))
     tests = []
     for n in names:
         xa = [v[n] for v in a_vals]
@@ -240,3 +243,23 @@ def compare(a_records: list[dict[str, object]], b_records: list[dict[str, object
         out.append(Difference(describe(n), sa, sb, change, stats.pct_change_ci(xa, xb), test,
                               p_adj, verdict, 100 * mde, 100 * interest))
     return out
+
+
+def check_power(runs: int, alpha: float) -> None:
+    """Refuse a RUNS with which no timed difference can ever be significant."""
+    tests = len(TIMED)
+    need = stats.min_runs(alpha, tests)
+    if runs < need:
+        p = stats.smallest_p(runs, runs)
+        raise OptionError(
+            f'RUNS={runs} can never give a significant difference: with {runs} runs a side '
+            f'the smallest two-sided Mann-Whitney p is {p:.3g}, {tests * p:.3g} '
+            f'after Holm over the {tests} primary figures, above ALPHA={alpha:g}; '
+            f'use RUNS={need} or more')
+
+
+def check_counted(counted: int) -> None:
+    """Refuse a COUNTED with which Welch's test can never be significant."""
+    if counted == 1:
+        raise OptionError('COUNTED=1 gives no spread to test: use COUNTED=3 (or 2 '
+                          'and more), or 0 for no counted boots')

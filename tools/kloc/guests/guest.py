@@ -29,7 +29,7 @@ from kloc.counting.plugin import Plugin
 from kloc.qemu import arches
 from kloc.atomicfile import write_bytes, write_text
 from kloc.qemu.topology import Topology, accel_args
-from kloc.kunit.runner import build_env
+from kloc.kunitpy.runner import build_env
 from kloc.paths import PACKAGE_ROOT, cache_dir
 from kloc.trees import archive, kernels
 from kloc.trees.sources import Tree

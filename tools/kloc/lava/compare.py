@@ -24,7 +24,7 @@ from pathlib import Path
 from kloc import progress
 from kloc.bench import metrics
 from kloc.guests import guest
-from kloc.kunit import ktap, runner
+from kloc.kunitpy import ktap, runner
 from kloc.lava import jobs, results
 from kloc.qemu import topology
 

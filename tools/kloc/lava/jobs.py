@@ -34,7 +34,7 @@ from pathlib import Path
 
 from kloc.errors import KlocError
 from kloc.guests import guest
-from kloc.kunit import runner
+from kloc.kunitpy import runner
 from kloc.lava import monitors
 from kloc.lava.monitors import Monitor
 from kloc.qemu import arches, topology

@@ -24,6 +24,7 @@ runs and this machine's runs are never mixed in one file. Counted boots
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -221,3 +222,13 @@ def _top_up(plan: interleave.AbPlan, lab: Lab, definitions: dict[str, str],
         progress.say(f'submitted {len(new)} LAVA jobs: '
                      + ', '.join(f'{p.job} ({p.side})' for p in new))
     return new
+
+
+def runner(url: str, token: str, token_file: str, artifacts_url: str) -> interleave.Runner:
+    """Where the timed runs of compare and review boot: here (no URL), or as jobs of
+    the LAVA lab at url, checked reachable before anything is built."""
+    if not url:
+        return interleave.run
+    server = remote.server(url, token, token_file)
+    remote.version(server)
+    return functools.partial(run, lab=Lab(server, artifacts_url))

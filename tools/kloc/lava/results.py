@@ -6,7 +6,7 @@ lava-run logs one YAML mapping a line: "results" lines are LAVA's results
 console. A lab gives the same two: its results and its job log.
 
 - KUnit: LAVA's results are flat and in console order. The tree they
-  belong in is the one kunit.py's parser (kunit/ktap.py) reads from the
+  belong in is the one kunit.py's parser (kunitpy/ktap.py) reads from the
   console LAVA logged; each of its nodes, suites, cases and parameters in
   the order KTAP prints them (children before their parent), takes the
   status of the next LAVA result if that result has its name. A node with
@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from kloc.guests import guest
-from kloc.kunit import ktap, runner
-from kloc.kunit.junit import KunitRun
+from kloc.kunitpy import ktap, runner
+from kloc.kunitpy.junit import KunitRun
 from kloc.lava import monitors, yamlio
 from kloc.qemu import topology
 

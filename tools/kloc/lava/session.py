@@ -4,7 +4,7 @@ and, with direct results to compare, compared.
 
 The outputs, beside the jobs in OUT/lava/<kernel>/:
   results/<job>/        each job's device configuration, lava-run's logs, the console
-  junit.xml             the KUnit jobs' results (kunit/junit.py), and the kselftest's
+  junit.xml             the KUnit jobs' results (kunitpy/junit.py), and the kselftest's
   compare.txt           LAVA against the direct runs (compare.py)
 The KCIDB submission (kcidb.json) is lava/kcidb.py's of the Outcome; the
 command line writes it.
@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 
 from kloc import progress
 from kloc.guests import guest
-from kloc.kunit import ktap, summary
-from kloc.kunit.junit import KunitRun
+from kloc.kunitpy import ktap, summary
+from kloc.kunitpy.junit import KunitRun
 from kloc.lava import compare, device, local, results
 from kloc.lava.export import ARTIFACTS
 from kloc.qemu import topology

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from kloc import progress
 from kloc.guests import guest
-from kloc.kunit import known, ktap, suites
-from kloc.kunit.junit import KunitRun
+from kloc.kunitpy import known, ktap, suites
+from kloc.kunitpy.junit import KunitRun
 from kloc.qemu import topology
 from kloc.trees import linkcopy
 from kloc.atomicfile import write_text
@@ -32,7 +32,7 @@ from kloc.series import planning
 from kloc.series.changes import Change, load_series
 from kloc.series.patching import Contents, PatchError, apply_patch, touched_files
 from kloc.series.state import InstallError
-from kloc.kunit.runner import Job, KunitError, build, run_topology
+from kloc.kunitpy.runner import Job, KunitError, build, run_topology
 from kloc.trees.sources import Tree
 from kloc.paths import PACKAGE_ROOT
 from kloc.version import KernelVersion, VersionError
@@ -97,7 +97,7 @@ def scratch_copy(tree: Tree, cache: Path) -> Tree:
 
 
 def _failed_cases(run: KunitRun) -> list[str]:
-    """The failing cases, but the kernel's known upstream failures (kunit/known.py):
+    """The failing cases, but the kernel's known upstream failures (kunitpy/known.py):
     the stock kernel fails those already, so they catch nothing."""
     return [p for s in run.doc.suites for p, leaf in s.leaves()
             if leaf.status in (ktap.Status.FAIL, ktap.Status.CRASHED)
@@ -187,6 +187,20 @@ def installed_with(m: Mutant, tree: Tree, series: list[Change]) -> Contents:
             for rel in mutated}
 
 
+def check_tree(tree: Tree, force: bool) -> None:
+    """The mutants are written against the tree as released plus this package: refuse
+    a tree with uncommitted edits (planning.dirty_files), unless FORCE=1."""
+    dirty = planning.dirty_files(tree.path)
+    if dirty and not force:
+        raise MutantError(
+            f'{tree.path} has uncommitted edits: {", ".join(dirty[:8])}'
+            f'{" ..." if len(dirty) > 8 else ""}. The mutants are written against the '
+            'tree as released plus this package; commit or stash the edits, or run with '
+            'FORCE=1 to use the tree as it is')
+    if dirty:
+        progress.say(f'FORCE=1: the mutants run on a tree with edits to {", ".join(dirty)}')
+
+
 def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[MutantOutcome]:
     # The tree carries the current series: the caller installs it.
     mutants = load(tree.version)
@@ -227,6 +241,15 @@ def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[Mut
     write_text(out / 'results.json', json.dumps(
         [o.__dict__ for o in outcomes], indent=1) + '\n')
     return outcomes
+
+
+def verdict(outcomes: list[MutantOutcome], out: Path) -> str:
+    """The last line: PASS or FAIL, how many mutants were caught, the pristine runs."""
+    caught = sum(o.verdict == 'caught' for o in outcomes if not o.pristine)
+    tried = sum(not o.pristine for o in outcomes)
+    pristine = ', '.join(f'{o.name} {o.verdict}' for o in outcomes if o.pristine)
+    return (f'{"PASS" if ok(outcomes) else "FAIL"}: {caught} of {tried} mutants caught; '
+            f'{pristine}; logs in {out}\n')
 
 
 def render(outcomes: list[MutantOutcome]) -> str:

@@ -13,7 +13,7 @@ class ArchError(KlocError):
     """An architecture kloc does not know."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Arch:
     name: str                   # the kernel's ARCH=
     qemu: str                   # qemu-system-<qemu>
@@ -38,13 +38,18 @@ class Arch:
 
 
 ARCHES = {a.name: a for a in (
-    Arch('arm64', 'aarch64', 'qemu-system-arm', ('aarch64', 'arm64'), 'aarch64-linux-gnu-',
-         'gcc-aarch64-linux-gnu', 'arm64', 'arch/arm64/boot/Image',
-         'arch/arm64/boot/Image.gz', 'ttyAMA0', ('-machine', 'virt,gic-version=3'),
-         ('-machine', 'virt,gic-version=3,its=on', '-cpu', 'cortex-a57')),
-    Arch('x86_64', 'x86_64', 'qemu-system-x86', ('x86_64', 'amd64'), 'x86_64-linux-gnu-',
-         'gcc-x86-64-linux-gnu', 'amd64', 'arch/x86/boot/bzImage', 'arch/x86/boot/bzImage',
-         'ttyS0', ('-machine', 'pc'), ('-machine', 'pc', '-cpu', 'max')),
+    Arch(name='arm64', qemu='aarch64', qemu_package='qemu-system-arm',
+         hosts=('aarch64', 'arm64'), cross='aarch64-linux-gnu-',
+         cross_package='gcc-aarch64-linux-gnu', debian='arm64',
+         image='arch/arm64/boot/Image', kunit_image='arch/arm64/boot/Image.gz',
+         console='ttyAMA0', machine=('-machine', 'virt,gic-version=3'),
+         numa_machine=('-machine', 'virt,gic-version=3,its=on', '-cpu', 'cortex-a57')),
+    Arch(name='x86_64', qemu='x86_64', qemu_package='qemu-system-x86',
+         hosts=('x86_64', 'amd64'), cross='x86_64-linux-gnu-',
+         cross_package='gcc-x86-64-linux-gnu', debian='amd64',
+         image='arch/x86/boot/bzImage', kunit_image='arch/x86/boot/bzImage',
+         console='ttyS0', machine=('-machine', 'pc'),
+         numa_machine=('-machine', 'pc', '-cpu', 'max')),
 )}
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kloc.qemu import arches
+from kloc.defaults import shown
 from kloc.paths import cache_dir
 from kloc.errors import KlocError
 
@@ -33,13 +34,13 @@ class TopologyError(KlocError):
     """A topology is malformed, or its device tree cannot be made."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Node:
     cpus: int
     mem_mb: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Topology:
     name: str
     nodes: tuple[Node, ...]
@@ -85,17 +86,18 @@ class Topology:
         return args
 
 
+TWO_NODES = (Node(cpus=2, mem_mb=512), Node(cpus=2, mem_mb=512))
 TOPOLOGIES: dict[str, Topology] = {t.name: t for t in (
-    Topology('arm64_2n_its1', (Node(2, 512), Node(2, 512)), 1,
-             '2 nodes x 2 CPUs, ITS on node 1 (remote from the boot CPU)'),
-    Topology('arm64_2n_its0', (Node(2, 512), Node(2, 512)), 0,
-             '2 nodes x 2 CPUs, ITS on node 0'),
-    Topology('arm64_2n_itsnone', (Node(2, 512), Node(2, 512)), None,
-             '2 nodes x 2 CPUs, ITS on no node (NUMA_NO_NODE)'),
-    Topology('arm64_1n', (Node(2, 1024),), None,
-             '1 node x 2 CPUs'),
-    Topology('x86_64_2n', (Node(2, 512), Node(2, 512)), None,
-             'x86_64, 2 nodes x 2 CPUs', 'x86_64'),
+    Topology(name='arm64_2n_its1', nodes=TWO_NODES, its_node=1,
+             about='2 nodes x 2 CPUs, ITS on node 1 (remote from the boot CPU)'),
+    Topology(name='arm64_2n_its0', nodes=TWO_NODES, its_node=0,
+             about='2 nodes x 2 CPUs, ITS on node 0'),
+    Topology(name='arm64_2n_itsnone', nodes=TWO_NODES, its_node=None,
+             about='2 nodes x 2 CPUs, ITS on no node (NUMA_NO_NODE)'),
+    Topology(name='arm64_1n', nodes=(Node(cpus=2, mem_mb=1024),), its_node=None,
+             about='1 node x 2 CPUs'),
+    Topology(name='x86_64_2n', nodes=TWO_NODES, its_node=None,
+             about='x86_64, 2 nodes x 2 CPUs', arch='x86_64'),
 )}
 
 
@@ -105,6 +107,27 @@ def get(name: str) -> Topology:
     except KeyError:
         raise TopologyError(f'unknown topology {name!r}; known: '
                             f'{", ".join(TOPOLOGIES)}') from None
+
+
+def parse_names(text: str) -> tuple[str, ...]:
+    """TOPOLOGIES=: comma-separated topology names, each once; empty for all of them.
+    The one reader of the variable, for every command that takes it."""
+    if not text:
+        return tuple(TOPOLOGIES)
+    names = text.split(',')
+    given = f'TOPOLOGIES={shown(text)}'
+    fix = (f'give one or more of {", ".join(TOPOLOGIES)}, comma-separated, or '
+           'TOPOLOGIES= (nothing) for all')
+    if not any(names):
+        raise TopologyError(f'{given} names no topology: {fix}')
+    if '' in names:
+        raise TopologyError(f'{given} has an empty name between commas: {fix}')
+    for n in names:
+        if n not in TOPOLOGIES:
+            raise TopologyError(f'{given} names {shown(n)}, which is not a topology: {fix}')
+        if names.count(n) > 1:
+            raise TopologyError(f'{given} names {n} twice: {fix}')
+    return tuple(names)
 
 
 def kvm_possible(guest_arch: str) -> bool:

@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: GPL-2.0
 """make known-failures: each known upstream failure against its fix.
 
-For every entry of tools/kloc/kunit/known.py for the tree's kernel, KUnit
+For every entry of tools/kloc/kunitpy/known.py for the tree's kernel, KUnit
 runs on the entry's topologies twice: on the stock tree (with the
 package installed), where the entry's cases must fail as declared and
 nothing else may, and on a copy with the entry's fix patch applied (the
-copy make review makes), where they must pass and nothing may fail.
+copy make review makes, patched.py), where they must pass and nothing may
+fail.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from pathlib import Path
 
 from kloc import progress
 from kloc.errors import KlocError
-from kloc.kunit import known, runner
-from kloc.kunit.junit import KunitRun
+from kloc.kunitpy import known, runner
+from kloc.kunitpy.junit import KunitRun
 from kloc.paths import PACKAGE_ROOT
-from kloc.review import patch_input, review
+from kloc.review import patch_input
+from kloc.review.patched import patched_tree
 from kloc.trees.sources import Tree
 
 
@@ -53,7 +55,7 @@ def entries_of(tree: Tree) -> list[known.KnownFailure]:
     entries = known.for_kernel(tree.version.series)
     if not entries:
         raise FixCheckError(f'Linux {tree.version.series} has no known upstream failures '
-                            '(tools/kloc/kunit/known.py): nothing to check; those of '
+                            '(tools/kloc/kunitpy/known.py): nothing to check; those of '
                             + ', '.join(sorted({k.kernel for k in known.KNOWN})) + ' are')
     if tree.origin != 'debian':
         raise FixCheckError(f'{tree.path} is a KDIR tree: the known failures are those of '
@@ -69,7 +71,7 @@ def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[Fix
         stock = runner.run(runner.Job(tree, out / k.name / 'stock', k.topologies, jobs,
                                       timeout, cache))
         v = known.classify(stock)
-        patched, _ = review.patched_tree(tree, fix, cache)
+        patched, _ = patched_tree(tree, fix, cache)
         progress.say(f'{k.name}: KUnit with {fix.path.name}')
         fixed = runner.run(runner.Job(patched, out / k.name / 'fixed', k.topologies, jobs,
                                       timeout, cache))

@@ -19,7 +19,7 @@ What counts, found from the series (kunit/series), for the tree's version:
   what review is for. Lines a patch only adds, and blank lines, do not count.
   review applies a patch as posted, to the stock file, where the package's
   lines are not: one that changes the lines they go next to is refused
-  when the series does not install on top of it (review.as_posted()); only
+  when the series does not install on top of it (posted.as_posted()); only
   a patch made against the installed tree can change the package's lines;
 - KUnit's runner and parser (tools/testing/kunit), its assertions and
   framework (include/kunit, lib/kunit).
@@ -31,9 +31,10 @@ import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kloc.series import install
 from kloc.series.changes import Change
 from kloc.series.patching import Contents, file_changes
+from kloc.series.planning import recover_original
+from kloc.series.state import STATE_DIR
 from kloc.version import KernelVersion
 
 # KUnit itself: tools/testing/kunit's kunit.py builds and boots the kernels and
@@ -101,7 +102,7 @@ def package_lines(rel: str, data: bytes, version: KernelVersion, series: list[Ch
     do not (edited past that), every line equal to one a hook adds.
     """
     lines = _lines(data)
-    found, original = install.recover_original(rel, data, version, series)
+    found, original = recover_original(rel, data, version, series)
     if found:
         sm = difflib.SequenceMatcher(a=_lines(original), b=lines, autojunk=False)
         mine = {j for tag, _, _, j1, j2 in sm.get_opcodes() if tag in ('replace', 'insert')
@@ -137,7 +138,7 @@ def touched(version: KernelVersion, series: list[Change], files: Iterable[str],
     before, each as the patch finds it; after, each as it leaves it (None: absent).
 
     stock: before holds the hooked files stock, without the package's lines (a patch
-    applied as posted, review.as_posted()): of a hooked file only deleting or renaming
+    applied as posted, posted.as_posted()): of a hooked file only deleting or renaming
     it counts here; a patch that changes the lines the package puts its own next to
     is found when the series is installed on top of it.
     """
@@ -147,7 +148,7 @@ def touched(version: KernelVersion, series: list[Change], files: Iterable[str],
         b, a = before.get(rel), after.get(rel)
         if b == a:
             continue
-        if rel == install.STATE_DIR or rel.startswith(install.STATE_DIR + '/'):
+        if rel == STATE_DIR or rel.startswith(STATE_DIR + '/'):
             out.append(Touched(rel, 'kloc\'s own state in the tree'))
         elif rel in whole:
             out.append(Touched(rel, whole[rel]))

@@ -30,23 +30,17 @@ from pathlib import Path
 from kloc.bench.metrics import Difference, SideSummary, better_or_worse, verdict_words
 from kloc.counting.plugin import PLUGIN_NAME, PLUGIN_VERSION
 from kloc.errors import KlocError
-from kloc.kcidb.record import BOOT, HARNESS_SUITES, KUNIT_CONFIG, NO_KTAP_COMMENT, Record, \
-    build_id, build_record, case_path, case_status, checkout_id, checkout_record, \
-    component_name, environment, excerpt, guest_config, new_run_id, number, path_component, \
-    source_identity, submission as record_submission, test_path, test_record, tree_name
-from kloc.kunit import ktap, runner
+from kloc.kcidb.record import BOOT, KUNIT_CONFIG, NO_KTAP_COMMENT, Record, build_id, \
+    build_record, case_path, case_status, checkout_id, checkout_record, environment, excerpt, \
+    guest_config, number, path_component, source_identity, submission as record_submission, \
+    test_record
+from kloc.kunitpy import ktap, runner
 from kloc.paths import QEMU_CONFIGS
 from kloc.qemu import topology
 from kloc.review import integrity
 from kloc.review.patch_input import PatchInfo
 from kloc.review.review import ALLOCATOR, NO_KTAP, ReviewOptions, ReviewOutcome, Statuses
 from kloc.trees.sources import Tree
-
-# Callers and tests name the shared record's functions through this module too.
-__all__ = ['HARNESS_SUITES', 'PACKAGE_WARNING', 'SIDES', 'WORDS', 'KunitLogs', 'case_path',
-           'component_name', 'kunit_logs', 'new_run_id', 'package_notice', 'patchset_hash',
-           'path_component', 'source_identity', 'split_mails', 'submission', 'test_path',
-           'tree_name']
 
 WORDS = ('improvement', 'regression')   # a better, a worse patched figure (as the report)
 SIDES = ('base', 'patched')

@@ -24,8 +24,6 @@ from pathlib import Path
 from kloc.series.patching import PatchError, touched_files
 from kloc.errors import describe_os_error
 
-__all__ = ['PatchError', 'PatchInfo', 'load']
-
 
 @dataclass(frozen=True)
 class PatchInfo:

@@ -9,6 +9,7 @@ from kloc.bench import tables
 from kloc.guests import guest
 from kloc.bench import counted as counted_runs
 from kloc.bench.metrics import Difference
+from kloc.kcidb.record import new_run_id
 from kloc.review import kcidb
 from kloc.review.review import ALLOCATOR, ReviewOptions, ReviewOutcome
 
@@ -38,7 +39,7 @@ def render(o: ReviewOutcome, opts: ReviewOptions) -> str:
     subject = 'A/A: the base kernel against itself' if opts.aa or not o.patch \
         else o.patch.subject
     # REVIEW_PACKAGE=1 on a patch that changes the tests: the first line says so
-    # (the third stays the patch's subject: cli.py titles the plot with it).
+    # (the third stays the patch's subject).
     lines = [f'kloc review: {kcidb.PACKAGE_WARNING}' if o.package else 'kloc review', '']
     lines += textwrap.wrap(f'Patch: {subject}', WIDTH, subsequent_indent='  ')
     if o.patch and not opts.aa:
@@ -124,7 +125,7 @@ def all_diffs(o: ReviewOutcome) -> list[Difference]:
 
 def to_json(o: ReviewOutcome, opts: ReviewOptions,
             run_id: str | None = None) -> dict[str, object]:
-    """run_id: the KCIDB ids' part for this report; a new one (kcidb.new_run_id) if None."""
+    """run_id: the KCIDB ids' part for this report; a new one (new_run_id()) if None."""
     return {
         # first: REVIEW_PACKAGE=1 on a patch that changes the tests (else null)
         'review_package': kcidb.package_notice(o) if o.package else None,
@@ -147,5 +148,5 @@ def to_json(o: ReviewOutcome, opts: ReviewOptions,
             'figures': tables.to_json(o.counted.diffs, 'base', 'patched', opts.alpha),
             'contended_lines': o.counted.attribution},
         'verdict': overall(all_diffs(o), len(o.kunit_changes), opts.bench),
-        'kcidb': kcidb.submission(o, opts, run_id or kcidb.new_run_id()),
+        'kcidb': kcidb.submission(o, opts, run_id or new_run_id()),
     }

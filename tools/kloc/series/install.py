@@ -37,21 +37,10 @@ from pathlib import Path
 from kloc import progress
 from kloc.series import recovery, state as st, treelock
 from kloc.series.changes import Change
-from kloc.series.planning import Changes, classify, decide, saved_original
-from kloc.series.state import FORCE_HINT, MANIFEST, EditedFilesError
+from kloc.series.planning import Changes, classify, decide, pristine_reader, saved_original
+from kloc.series.state import FORCE_HINT, MANIFEST, STATE_DIR, EditedFilesError, read_manifest
 from kloc.series.treefiles import NO_FAULTS, Faults, Writer, file_mode, read_file
 from kloc.version import KernelVersion
-
-# cli.py and review/ still reach these through install (install.plan(), ...);
-# every other module imports them from where they live. Drop a name here once
-# its last user there imports it from planning or state.
-from kloc.series.planning import PristineFn as PristineFn, added_lines as added_lines, \
-    edited_files as edited_files, managed_files as managed_files, plan as plan, \
-    plan_from as plan_from, preview as preview, pristine_reader as pristine_reader, \
-    reconstruct as reconstruct, recover_original as recover_original  # noqa: F401
-from kloc.series.state import DamagedStateError as DamagedStateError, \
-    InstallError as InstallError, STATE_DIR as STATE_DIR, \
-    read_manifest as read_manifest  # noqa: F401
 
 
 def _save_edits(tree: Path, rels: list[str], save: Path | None) -> str:

@@ -9,7 +9,8 @@ package's changes are still in them) and which it must refuse to overwrite
 without FORCE. A tree whose .kloc/ is gone or damaged is read from the series
 itself (reconstruct()): each file that carries the package, with its hooks
 reversed, checked by applying them again. recovery.py and install.py do the
-writing.
+writing. dirty_files() is the tree's uncommitted edits: make review records
+them, make mutants refuses them without FORCE.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from kloc.series import state as st
 from kloc.series.changes import Change, SeriesError
 from kloc.series.patching import Contents, HunkError, apply_patch, touched_files
 from kloc.series.state import FORCE_HINT, JOURNAL, MANIFEST, STATE_DIR, DamagedStateError, \
-    EditedFilesError, InstallError, Manifest, Record, read_manifest
-from kloc.series.treefiles import file_mode, read_file, sha
+    EditedFilesError, InstallError, ManagedFile, Manifest, read_manifest
+from kloc.series.treefiles import file_mode, read_file, sha, uncommitted
 from kloc.version import KernelVersion
 
 
@@ -257,15 +258,15 @@ def reconstruct(tree: Path, version: KernelVersion,
     For a tree whose .kloc/ is gone or damaged: (the manifest, the originals),
     or (None, {}) if no file carries the package.
     """
-    files: dict[str, Record] = {}
+    files: dict[str, ManagedFile] = {}
     origs: dict[str, bytes] = {}
     for rel in series_files(version, series):
         data = read_file(tree, rel)
         found, orig = recover_original(rel, data, version, series)
         if not found:
             continue
-        files[rel] = Record(sha(orig), sha(data),
-                            file_mode(tree, rel) if orig is not None else None)
+        files[rel] = ManagedFile(sha(orig), sha(data),
+                                 file_mode(tree, rel) if orig is not None else None)
         if orig is not None:
             origs[rel] = orig
     if not files:
@@ -305,6 +306,13 @@ def managed_files(tree: Path) -> set[str]:
     return set(m.files) if m else set()
 
 
+def dirty_files(tree: Path) -> list[str]:
+    """The tree's uncommitted edits, sorted: managed files edited by hand, and a git
+    tree's changed tracked files that are not the package's."""
+    managed = managed_files(tree)
+    return sorted(set(edited_files(tree)) | {f for f in uncommitted(tree) if f not in managed})
+
+
 # --- what an install would do -----------------------------------------------
 
 @dataclass
@@ -338,14 +346,14 @@ def decide(tree: Path, version: KernelVersion, series: list[Change], before: Man
     kept: list[str] = []
     lost: list[str] = []
     refused: list[str] = []
-    records: dict[str, Record] = {}
+    files: dict[str, ManagedFile] = {}
     for rel in sorted(set(p.final) | set(old)):
         mode: int | None = None
         if rel in p.final:
             want = p.final[rel]
             r0 = old.get(rel)
-            records[rel] = Record(sha(p.pristine[rel]), sha(want),
-                                  r0.mode if r0 else file_mode(tree, rel))
+            files[rel] = ManagedFile(sha(p.pristine[rel]), sha(want),
+                                     r0.mode if r0 else file_mode(tree, rel))
         else:                               # dropped from the series: restore it
             r = old[rel]
             want = None if r.original is None else read(rel)
@@ -371,7 +379,7 @@ def decide(tree: Path, version: KernelVersion, series: list[Change], before: Man
             f'overwrite the edits: {", ".join(refused)}. To keep them, save them (git '
             f'diff, or copy the files) first; to drop them, run again with {FORCE_HINT}; '
             'nothing was written')
-    manifest = Manifest(str(version), [s.change.name for s in p.steps], records)
+    manifest = Manifest(str(version), [s.change.name for s in p.steps], files)
     return Decision(p, before, manifest, read, status, changes, kept, lost)
 
 

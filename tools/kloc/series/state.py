@@ -61,7 +61,7 @@ class EditedFilesError(InstallError):
 
 
 @dataclass(frozen=True)
-class Record:
+class ManagedFile:
     """One managed file: its original and its installed content, by hash."""
     original: str | None        # None: the tree did not have the file
     installed: str | None       # None: not known (a manifest of format 1)
@@ -72,7 +72,7 @@ class Record:
 class Manifest:
     version: str
     series: list[str]
-    files: dict[str, Record]
+    files: dict[str, ManagedFile]
 
     def to_json(self) -> str:
         doc = {'format': FORMAT, 'version': self.version, 'series': self.series,
@@ -310,20 +310,20 @@ def parse_manifest(doc: object, managed: frozenset[str],
         raise ValueError('"version" is not a string')
     if not isinstance(series, list) or not all(isinstance(s, str) for s in series):
         raise ValueError('"series" is not a list of names')
-    records: dict[str, Record] = {}
+    files: dict[str, ManagedFile] = {}
     for rel, v in _files(m, 'of the manifest', managed).items():
         where = f'the entry for {rel}'
         if fmt == 1:
             if not isinstance(v, bool):
                 raise ValueError(f'{where} is not true or false (format 1)')
             assert saved is not None
-            records[rel] = Record((saved(rel) or UNKNOWN) if v else None, None)
+            files[rel] = ManagedFile((saved(rel) or UNKNOWN) if v else None, None)
             continue
         e = _fields(v, where, ('original', 'installed'), ('mode',))
-        records[rel] = Record(_hash(e['original'], f'{where}: "original"', unknown=True),
-                              _hash(e['installed'], f'{where}: "installed"'),
-                              _mode(e.get('mode'), f'{where}: "mode"'))
-    return Manifest(version, list(series), records)
+        files[rel] = ManagedFile(_hash(e['original'], f'{where}: "original"', unknown=True),
+                                 _hash(e['installed'], f'{where}: "installed"'),
+                                 _mode(e.get('mode'), f'{where}: "mode"'))
+    return Manifest(version, list(series), files)
 
 
 def load_manifest(tree: Path, managed: frozenset[str]) -> Manifest | None:

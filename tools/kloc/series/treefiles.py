@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
-"""A kernel tree's files as install, uninstall and the roll-back read and write them.
+"""A kernel tree's files as install, uninstall and the roll-back read and write them,
+and as git sees them (uncommitted()).
 
 Every change they make to the file system (a file written, a file or the
 state removed) goes through a Writer: each write is atomic (a new file
@@ -15,9 +16,12 @@ import errno
 import hashlib
 import os
 import signal
+import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from kloc.series.treelock import STATE_DIR
 
 FAULT_AFTER_ENV = 'KLOC_FAULT_AFTER'
 FAULT_MODE_ENV = 'KLOC_FAULT_MODE'
@@ -39,6 +43,31 @@ def file_mode(tree: Path, rel: str) -> int | None:
         return os.stat(tree / rel).st_mode & 0o777
     except FileNotFoundError:
         return None
+
+
+def uncommitted(tree: Path) -> list[str]:
+    """The tracked files of a git tree with uncommitted changes, sorted; none in
+    .kloc/ (the state kloc keeps there). A rename or copy counts both its paths.
+    [] for a tree that is not a git tree, or where git fails."""
+    if not (tree / '.git').exists():
+        return []
+    try:
+        proc = subprocess.run(['git', '-C', str(tree), 'status', '--porcelain',
+                               '--untracked-files=no', '-z'],
+                              capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if proc.returncode != 0:
+        return []
+    # -z: "XY path" each, and after a rename's or copy's, its old path on its own.
+    files: list[str] = []
+    fields = iter(proc.stdout.split('\0'))
+    for entry in fields:
+        if len(entry) > 3:
+            files.append(entry[3:])
+            if 'R' in entry[:2] or 'C' in entry[:2]:
+                files.append(next(fields, ''))
+    return sorted({f for f in files if f and not f.startswith(STATE_DIR + '/')})
 
 
 def tmp_name(path: Path) -> Path:

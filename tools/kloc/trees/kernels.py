@@ -27,7 +27,7 @@ def has_slab(version: KernelVersion) -> bool:
     return version < SLAB_REMOVED
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Kernel:
     series: str                 # '6.12': KERNEL=
     in_make_test: bool = True   # make test runs KUnit on it
@@ -56,9 +56,9 @@ class Kernel:
 # takes 9 to 11 minutes to build cold: make test leaves them to make kunit
 # (which runs every topology), to stay within its hour with three kernels.
 KERNELS = (
-    Kernel('7.2', make_test_arches=('arm64',), suite='sid'),   # mainline
-    Kernel('6.12', make_test_arches=('arm64',)),
-    Kernel('6.1', make_test_arches=('arm64',)),
+    Kernel(series='7.2', make_test_arches=('arm64',), suite='sid'),   # mainline
+    Kernel(series='6.12', make_test_arches=('arm64',)),
+    Kernel(series='6.1', make_test_arches=('arm64',)),
 )
 DEFAULT = '6.12'                # KERNEL= when none is given (make review: NEWEST)
 NEWEST = KERNELS[0].series

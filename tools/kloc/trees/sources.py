@@ -323,22 +323,6 @@ def _upgrade_stamp(dest: Path, tarball: Path, kernel: str, want: dict[str, objec
     return ''
 
 
-def uncommitted(path: Path) -> list[str]:
-    """Tracked files of a git tree with uncommitted changes (not the package's own)."""
-    if not (path / '.git').exists():
-        return []
-    try:
-        proc = subprocess.run(['git', '-C', str(path), 'status', '--porcelain',
-                               '--untracked-files=no', '-z'],
-                              capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    if proc.returncode != 0:
-        return []
-    files = [e[3:] for e in proc.stdout.split('\0') if len(e) > 3]
-    return sorted(f for f in files if not f.startswith('.kloc/'))
-
-
 def resolve(kernel: str, kdir: str, cache: Path) -> Tree:
     """KDIR wins over KERNEL."""
     if kdir:

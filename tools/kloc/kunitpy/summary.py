@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from kloc.kunit import known
-from kloc.kunit.junit import KunitRun
-from kloc.kunit.ktap import Document, Status
+from kloc.kunitpy import known
+from kloc.kunitpy.junit import KunitRun
+from kloc.kunitpy.ktap import Document, Status
 
 MAX_LISTED = 15
 
@@ -59,12 +59,12 @@ def render(runs: list[KunitRun]) -> str:
     if v.known:
         lines.append('')
         lines.append(f'{len(v.known)} of the failures are known upstream failures '
-                     '(tools/kloc/kunit/known.py), each with its fix patch; '
+                     '(tools/kloc/kunitpy/known.py), each with its fix patch; '
                      f'{len(v.unexpected)} are not')
     for f in v.fixed:
         lines.append(f'UNEXPECTED PASS: {f}: the stock kernel no longer fails this '
                      'known upstream failure; if it has the fix now, remove the entry '
-                     'from tools/kloc/kunit/known.py')
+                     'from tools/kloc/kunitpy/known.py')
     for f in v.passing_elsewhere:
         lines.append(f'note: known upstream failure {f} (this tree may have the fix)')
     verdict = 'PASS' if ok(runs, v) else 'FAIL'

@@ -19,15 +19,15 @@ import fnmatch
 import re
 from dataclasses import dataclass, field
 
-from kloc.kunit.junit import KunitRun
-from kloc.kunit.ktap import Result, Status
+from kloc.kunitpy.junit import KunitRun
+from kloc.kunitpy.ktap import Result, Status
 from kloc.version import KernelVersion, VersionError
 
 _FAILED = re.compile(r'(?:EXPECTATION|ASSERTION) FAILED at ')
 _BAD = (Status.FAIL, Status.CRASHED)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KnownFailure:
     name: str
     kernel: str                     # the series whose stock kernel fails it: '7.2'

@@ -6,7 +6,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
-from kloc.kunit.ktap import Document, Status
+from kloc.kunitpy.ktap import Document, Status
 
 
 @dataclass(frozen=True)

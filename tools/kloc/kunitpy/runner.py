@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from kloc import progress
-from kloc.kunit import diagnostics, ktap, suites
+from kloc.kunitpy import diagnostics, ktap, suites
 from kloc.qemu import arches, topology
 from kloc.atomicfile import write_text
-from kloc.kunit.junit import KunitRun
+from kloc.kunitpy.junit import KunitRun
 from kloc.trees.sources import Tree
 from kloc.paths import PACKAGE_ROOT, QEMU_CONFIGS, cache_subdir, write_state_file
 from kloc.procs import disk_full_hint, run_logged, tail
@@ -101,8 +101,8 @@ def _toolchain_args(arch: str) -> list[str]:
 # ccache reads neither CCACHE_DIR/ccache.conf (a planted prefix_command would
 # run as root) nor the system's /etc/ccache.conf (ccache(1), "Configuration").
 CCACHE_CONFIG = 'ccache.kloc.conf'
-CCACHE_CONFIG_TEXT = ('# Written by kloc (tools/kloc/kunit/runner.py) on every build; edits are\n'
-                      '# lost. ccache reads this file instead of ccache.conf in CCACHE_DIR.\n'
+CCACHE_CONFIG_TEXT = ('# Written by kloc (tools/kloc/kunitpy/runner.py) on every build; edits\n'
+                      '# are lost. ccache reads this file instead of ccache.conf in CCACHE_DIR.\n'
                       'max_size = 8G\n')
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from kloc.paths import PACKAGE_ROOT
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Suite:
     name: str
     kind: str                       # 'kunit' or 'kselftest'
@@ -44,12 +44,16 @@ class Suite:
 
 
 SUITES = (
-    Suite('its', 'kunit', ('arm64',), 'kunit/its', ('kunit/its/0001-seam', 'kunit/its/0002-kunit'),
-          ('drivers/irqchip/irq-gic-v3-its.o',), 'arm64_2n_its1', 'its_kunit_'),
-    Suite('percpu', 'kunit', ('arm64', 'x86_64'), 'kunit/percpu', ('kunit/percpu/0001-kunit',),
-          ('mm/tests/percpu_locality_kunit.o',), 'arm64_2n_its1', 'pcpu_kunit_'),
-    Suite('lo_counters', 'kselftest', ('arm64', 'x86_64'), 'selftests/lo_counters',
-          ('selftests/lo_counters/change',), (), 'x86_64_2n'),
+    Suite(name='its', kind='kunit', arches=('arm64',), dir='kunit/its',
+          changes=('kunit/its/0001-seam', 'kunit/its/0002-kunit'),
+          lint_objects=('drivers/irqchip/irq-gic-v3-its.o',), mutant_topology='arm64_2n_its1',
+          symbol_prefix='its_kunit_'),
+    Suite(name='percpu', kind='kunit', arches=('arm64', 'x86_64'), dir='kunit/percpu',
+          changes=('kunit/percpu/0001-kunit',), lint_objects=('mm/tests/percpu_locality_kunit.o',),
+          mutant_topology='arm64_2n_its1', symbol_prefix='pcpu_kunit_'),
+    Suite(name='lo_counters', kind='kselftest', arches=('arm64', 'x86_64'),
+          dir='selftests/lo_counters', changes=('selftests/lo_counters/change',),
+          lint_objects=(), mutant_topology='x86_64_2n'),
 )
 
 

@@ -1,0 +1,72 @@
+# SPDX-License-Identifier: GPL-2.0
+"""make guest: one guest built, the loopback kselftest run in it once, timed, then
+COUNTED boots under the counting plugin, each figure printed as it comes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kloc import progress
+from kloc.bench import counted as counted_runs
+from kloc.guests import guest
+from kloc.qemu import topology
+from kloc.trees.sources import Tree
+
+
+@dataclass(frozen=True)
+class Request:
+    tree: Tree
+    arch: str
+    alloc: str
+    topology: str
+    seconds: float          # each kselftest phase's measuring time
+    timeout: int            # of the timed boot; a counted one gets more
+    counted: int            # counted boots after the timed one
+    out: Path               # OUT: the guest's files go to OUT/guest/<name>
+
+
+def check(req: Request) -> tuple[guest.Guest, topology.Topology]:
+    """Refuse what cannot run (SLAB on 6.8+, a topology of another arch, counted boots
+    this QEMU cannot run) before anything is built or written."""
+    g = guest.Guest(req.tree, req.arch, req.alloc)
+    guest.check(g)
+    topo = topology.get(req.topology)
+    if topo.arch != req.arch:
+        raise topology.TopologyError(f'topology {topo.name} is {topo.arch}, not {req.arch}')
+    if req.counted:
+        guest.check_counted(g, topo)
+    return g, topo
+
+
+def run(req: Request, emit: Callable[[str], None] = print) -> bool:
+    """Build, boot once timed, then counted; emit each result. False: a boot failed."""
+    g, topo = check(req)
+    out = req.out / 'guest' / g.name
+    out.mkdir(parents=True, exist_ok=True)
+    guest.build(g, out)
+    binary = guest.static_selftest(req.arch, req.tree.path / 'tools/testing/selftests', out)
+    initrd = guest.initramfs(binary, ['-d', str(req.seconds), '-w', '0.5'],
+                             out / 'initramfs.gz', req.arch)
+    progress.say(f'{g.name}: booting on {topo.name} ({topo.about})')
+    r = guest.run(g, initrd, topo, req.timeout, out / 'console.log')
+    if not r.ok:
+        emit(f'{g.name}: FAILED RUN: {r.why}\n--- console tail ---\n{r.console_tail}')
+        return False
+    emit(f'{g.name} on {topo.name}: {r.seconds:.1f} s; ' + json.dumps(r.record))
+    if not req.counted:
+        return True
+    plugin, initrd = counted_runs.setup(binary, out, req.arch)
+    for k in range(1, req.counted + 1):
+        progress.say(f'{g.name}: counted boot {k}/{req.counted} under the QEMU plugin')
+        c = guest.run(g, initrd, topo, req.timeout, out / f'counted-{k}.log', plugin)
+        if not c.ok or c.record is None:
+            emit(f'{g.name}: FAILED COUNTED BOOT: {c.why}\n--- console tail ---\n'
+                 f'{c.console_tail}')
+            return False
+        emit(f'{g.name} counted boot {k}: {c.seconds:.1f} s ({c.seconds / r.seconds:.1f}x '
+             f'the timed boot); ' + json.dumps(c.record['counted'])
+             + f'; counts in {c.record["counts_file"]}')
+    return True

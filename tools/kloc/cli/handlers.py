@@ -1,0 +1,272 @@
+# SPDX-License-Identifier: GPL-2.0
+"""One handler per command, as kunit.py's are: read the parsed options, build the
+command's request, check it, install the series where the command builds the tree,
+call the one function that does the work, print what it returns."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from kloc import defaults, paths, progress
+from kloc.bench import compare, interleave, single
+from kloc.kunitpy import known, report as kunit_report, runner, suites
+from kloc.lava import device as lava_device, lab as lava_lab, workflow as lava_workflow
+from kloc.mutants import mutants
+from kloc.qemu import arches, release, topology
+from kloc.review import fixcheck, workflow as review_workflow
+from kloc.series import changes, install, mail, planning
+from kloc.series.treefiles import Faults
+from kloc.trees import archive, kernels
+from kloc.atomicfile import write_text
+from kloc.errors import KlocError
+from kloc.trees.sources import Tree, resolve
+from kloc.paths import cache_dir, dropped_edits_dir
+
+
+def _tree(args: argparse.Namespace) -> Tree:
+    return resolve(args.kernel, args.kdir, cache_dir())
+
+
+def _out(args: argparse.Namespace) -> Path:
+    """OUT, made and marked as kloc's (for make clean): once the command's inputs are
+    checked, before it writes results."""
+    return paths.mark_out(Path(args.out))
+
+
+def _install(tree: Tree, args: argparse.Namespace) -> list[str]:
+    """Install the series (explicitly, or before a command that builds the tree)."""
+    return install.install(tree.path, tree.version, changes.load_series(),
+                           force=args.force, save=dropped_edits_dir(),
+                           faults=Faults.from_env(os.environ))
+
+
+def _lab(args: argparse.Namespace) -> interleave.Runner:
+    return lava_lab.runner(args.lava_url, os.environ.get('LAVA_TOKEN', ''),
+                           args.lava_token_file, args.artifacts_url)
+
+
+def tree(args: argparse.Namespace) -> int:
+    print(_tree(args).path)
+    return 0
+
+
+def builddir(args: argparse.Namespace) -> int:
+    print(runner.build_dir_for(_tree(args), cache_dir(), args.arch))
+    return 0
+
+
+def install_series(args: argparse.Namespace) -> int:
+    t = _tree(args)
+    written = _install(t, args)
+    progress.say(f'installed into Linux {t.version} at {t.path}: ' + ', '.join(written)
+                 if written else f'Linux {t.version} at {t.path} already carries this '
+                 'package; nothing changed')
+    return 0
+
+
+def uninstall(args: argparse.Namespace) -> int:
+    t = _tree(args)
+    restored = install.uninstall(t.path, t.version, changes.load_series(),
+                                 force=args.force, save=dropped_edits_dir(),
+                                 faults=Faults.from_env(os.environ))
+    progress.say(f'restored {len(restored)} files in {t.path}: ' + ', '.join(restored)
+                 if restored else f'{t.path} does not carry this package; nothing to do')
+    return 0
+
+
+def patches(args: argparse.Namespace) -> int:
+    t = _tree(args)
+    plan = planning.plan(t.path, t.version, changes.load_series())
+    out = _out(args) / 'patches' / t.label
+    written = mail.export(plan, out, str(t.version))
+    for p in written:
+        print(p)
+    progress.say(f'{len(written)} patches for Linux {t.version} in {out}; '
+                 f'apply with: git am {out}/*.patch')
+    return 0
+
+
+def added_lines(args: argparse.Namespace) -> int:
+    """Print PATH:LINE for every line the series adds to the tree."""
+    t = _tree(args)
+    for rel, line in planning.added_lines(planning.plan(t.path, t.version,
+                                                        changes.load_series())):
+        print(f'{t.path / rel}:{line}')
+    return 0
+
+
+def _report(out: Path) -> int:
+    r = kunit_report.write(out)
+    print(r.text, end='')
+    return 0 if r.ok else 1
+
+
+def kunit(args: argparse.Namespace) -> int:
+    t = _tree(args)
+    _install(t, args)
+    out = _out(args)
+    runner.run(runner.Job(t, out / 'kunit' / t.label, args.topologies, args.jobs,
+                          args.timeout, cache_dir()))
+    return _report(out)
+
+
+def report(args: argparse.Namespace) -> int:
+    return _report(Path(args.out))
+
+
+def known_failures(args: argparse.Namespace) -> int:
+    t = _tree(args)
+    fixcheck.entries_of(t)       # nothing to check: say so before installing
+    _install(t, args)
+    checks = fixcheck.run(t, cache_dir(), _out(args) / 'known-failures', args.jobs,
+                          args.timeout)
+    print(fixcheck.render(checks), end='')
+    return 0 if all(c.ok for c in checks) else 1
+
+
+def run_mutants(args: argparse.Namespace) -> int:
+    t = _tree(args)
+    out = Path(args.out).resolve() / 'mutants' / t.label
+    mutants.check_tree(t, args.force)
+    _install(t, args)
+    _out(args)
+    outcomes = mutants.run(t, cache_dir(), out, args.jobs, args.timeout)
+    text = mutants.render(outcomes)
+    write_text(out / 'summary.txt', text)
+    print(text + mutants.verdict(outcomes, out), end='')
+    return 0 if mutants.ok(outcomes) else 1
+
+
+def guest(args: argparse.Namespace) -> int:
+    """Build one guest and run the loopback kselftest in it once, then COUNTED times
+    counted."""
+    req = single.Request(tree=_tree(args), arch=args.arch, alloc=args.alloc,
+                         topology=args.topology, seconds=args.seconds,
+                         timeout=args.timeout, counted=args.counted, out=Path(args.out))
+    single.check(req)
+    _out(args)
+    _install(req.tree, args)
+    return 0 if single.run(req) else 1
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    t = _tree(args)
+    out = Path(args.out).resolve() / 'compare' / f'{t.label}-{args.arch}-{args.a}-{args.b}'
+    opts = compare.CompareOptions(
+        arch=args.arch, topology=args.topology or compare.default_topology(args.arch),
+        a=args.a, b=args.b, runs=args.runs, seconds=args.seconds, alpha=args.alpha,
+        timeout=args.timeout, out=out, mde=args.mde, counted=args.counted,
+        runner=_lab(args))
+    compare.check(t, opts)
+    _install(t, args)
+    _out(args)
+    print(compare.run(t, opts), end='')
+    print(f'Files: {out}/compare.txt, compare.json, compare.svg; runs in {out}/runs.jsonl')
+    return 0
+
+
+def review(args: argparse.Namespace) -> int:
+    patch = Path(args.patch) if args.patch else None
+    review_workflow.check_what(patch, args.aa, args.bench, not args.no_kunit)
+    req = review_workflow.Request(
+        tree=_tree(args), cache=cache_dir(), out=Path(args.out), patch=patch, aa=args.aa,
+        tag=args.tag,
+        topologies=args.topologies, bench_topology=args.bench_topology, runs=args.runs,
+        seconds=args.seconds, alpha=args.alpha, timeout=args.timeout, jobs=args.jobs,
+        mde=args.mde, counted=args.counted, kunit=not args.no_kunit, bench=args.bench,
+        force=args.force, review_package=args.review_package, runner=_lab(args))
+    prepared = review_workflow.check(req)
+    _out(args)
+    print(review_workflow.run(prepared), end='')
+    return 0
+
+
+def qemu(args: argparse.Namespace) -> int:
+    """make deps: the QEMU every command runs, fetched once (KLOC_SYSTEM_QEMU=1: none)."""
+    r = release.use(cache_dir(), fetch_missing=True)
+    print(r.bin_dir if r else 'the system\'s QEMU')
+    return 0
+
+
+def lava(args: argparse.Namespace) -> int:
+    """Write the LAVA jobs; with --run, run them here with lava-run and read them back."""
+    req = lava_workflow.Request(
+        tree=_tree(args), cache=cache_dir(), out=Path(args.out), topologies=args.topologies,
+        timeout=args.timeout, seconds=args.seconds, artifacts_url=args.artifacts_url,
+        run=args.run, compare=args.compare, direct_boots=args.direct_boots,
+        only=tuple(j for j in args.only.split(',') if j))
+    lava_workflow.check(req)
+    _out(args)
+    r = lava_workflow.run(req)
+    print(r.text, end='')
+    return 0 if r.ok else 1
+
+
+def out(args: argparse.Namespace) -> int:
+    """Make OUT and mark it as kloc's (the scripts' make targets, before they write
+    there), and print its path."""
+    print(_out(args))
+    return 0
+
+
+def clean(args: argparse.Namespace) -> int:
+    """Remove what kloc wrote in OUT: the folder, if kloc made it, else kloc's outputs
+    in it; refuse a symlink, or a folder kloc did not mark."""
+    if args.check:
+        paths.check_out(args.out)
+        return 0
+    removed, kept = paths.clean_out(args.out)
+    if not removed and not kept:
+        progress.say(f'nothing to clean in OUT={defaults.shown(args.out)}')
+    if removed:
+        progress.say('removed ' + ', '.join(removed))
+    if kept:
+        progress.say(f'kept {", ".join(kept)} in OUT={defaults.shown(args.out)}: they were '
+                     'there before kloc first wrote in it')
+    return 0
+
+
+def registry(args: argparse.Namespace) -> int:
+    """One fact of the registries, as words for a shell script."""
+    what = args.what
+    if what == 'make-test-topologies':
+        k = kernels.get(args.arch)
+        if k is None:
+            raise KlocError(f'{args.arch} is not a declared kernel: '
+                            + ', '.join(kernels.names()))
+        print(','.join(t for t in topology.TOPOLOGIES
+                       if topology.get(t).arch in k.make_test_arches))
+        return 0
+    facts: dict[str, Callable[[], str]] = {
+        'kernels': lambda: ' '.join(kernels.names()),
+        'default': lambda: kernels.DEFAULT,
+        'newest': lambda: kernels.NEWEST,
+        'alpha': lambda: defaults.value('alpha', 'review'),
+        'known-failures': lambda: ' '.join(k.name for k in known.for_kernel(args.arch)),
+        'make-test-kernels': lambda: ' '.join(k.series for k in kernels.KERNELS
+                                              if k.in_make_test),
+        'packages': lambda: ' '.join(k.package for k in kernels.KERNELS),
+        'cross': lambda: arches.get(args.arch).cross_prefix(),
+        'lava-dictionary': lambda: lava_device.DICTIONARY.rstrip('\n'),
+        'lint-objects': lambda: ' '.join(suites.lint_objects()),
+    }
+    print(facts[what]())
+    return 0
+
+
+def fetch_source(args: argparse.Namespace) -> int:
+    """Debian's linux-source-X.Y of sid or experimental, unpacked into the cache (never
+    installed): print its tarball's path."""
+    series, suite = args.series, args.suite
+    if not series:
+        series, suite = archive.newest(cache_dir(), args.major)
+    print(archive.fetch_source(cache_dir(), series, suite or 'sid'))
+    return 0
+
+
+def show_defaults(args: argparse.Namespace) -> int:
+    print(defaults.table(), end='')
+    return 0

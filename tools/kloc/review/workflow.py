@@ -1,0 +1,98 @@
+# SPDX-License-Identifier: GPL-2.0
+"""make review: a patch (or AA=1, the base against itself) checked, run and written
+up as report.txt, review.json and, with the loopback A/B, review.svg."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from kloc.atomicfile import write_text
+from kloc.bench import interleave, metrics, plot
+from kloc.guests import guest
+from kloc.qemu import topology
+from kloc.review import patch_input, reporting, review
+from kloc.review.errors import ReviewError
+from kloc.trees.sources import Tree
+
+
+@dataclass(frozen=True)
+class Request:
+    tree: Tree
+    cache: Path
+    out: Path                       # OUT; the review goes to OUT/review/<name>
+    patch: Path | None              # PATCH=
+    aa: bool                        # AA=1: the base against itself, instead of a patch
+    tag: str                        # names an A/A review's folder
+    topologies: tuple[str, ...]     # KUnit topologies
+    bench_topology: str
+    runs: int
+    seconds: float
+    alpha: float
+    timeout: int
+    jobs: int
+    mde: float
+    counted: int
+    kunit: bool
+    bench: bool
+    force: bool
+    review_package: bool
+    runner: interleave.Runner = interleave.run
+
+
+@dataclass(frozen=True)
+class Prepared:
+    request: Request
+    patch: patch_input.PatchInfo | None
+    options: review.ReviewOptions
+    checked: review.Checked
+
+
+def check_what(patch: Path | None, aa: bool, bench: bool, kunit: bool) -> None:
+    """What is reviewed, and how, makes sense: first, before the tree is looked at."""
+    if aa == (patch is not None):
+        raise ReviewError('give PATCH=file.patch (or a series .mbox), or AA=1 for the '
+                          'base kernel against itself')
+    if not bench and (not kunit or aa):
+        raise ReviewError('BENCH=0 leaves KUnit alone to run, and '
+                          + ('--no-kunit' if not kunit else 'AA=1 has no KUnit')
+                          + ': nothing would be reviewed; drop BENCH=0')
+
+
+def check(req: Request) -> Prepared:
+    """Every refusal, before anything is built or written: the combination of
+    options, the patch as posted against the base, counted boots on this QEMU."""
+    check_what(req.patch, req.aa, req.bench, req.kunit)
+    metrics.check_counted(req.counted)
+    patch = patch_input.load(req.patch) if req.patch else None
+    topo = topology.get(req.bench_topology)
+    name = f'{req.patch.stem[:40]}-{patch.sha256[:8]}' if req.patch and patch \
+        else f'aa-{req.tag}'
+    opts = review.ReviewOptions(
+        topologies=req.topologies, bench_topology=req.bench_topology, runs=req.runs,
+        seconds=req.seconds, alpha=req.alpha, timeout=req.timeout, jobs=req.jobs,
+        out=req.out.resolve() / 'review' / name, kunit=req.kunit, bench=req.bench,
+        aa=patch is None, force=req.force, mde=req.mde, counted=req.counted,
+        runner=req.runner, review_package=req.review_package)
+    if req.bench and req.counted:
+        guest.check_counted(guest.Guest(req.tree, topo.arch, review.ALLOCATOR), topo)
+    checked = review.check(req.tree, patch, req.force, req.review_package)
+    guest.check_space(req.cache)
+    return Prepared(req, patch, opts, checked)
+
+
+def run(p: Prepared) -> str:
+    """Run (or resume) the review; write its files; return the report and where they are."""
+    opts = p.options
+    outcome = review.run(p.request.tree, p.patch, opts, p.request.cache, p.checked)
+    text = reporting.render(outcome, opts)
+    write_text(opts.out / 'report.txt', text)
+    write_text(opts.out / 'review.json', json.dumps(reporting.to_json(outcome, opts),
+                                                    indent=1) + '\n')
+    files = 'report.txt, review.json'
+    if opts.bench:
+        write_text(opts.out / 'review.svg', plot.render(
+            reporting.all_diffs(outcome), 'base', 'patched', reporting.title(outcome, opts)))
+        files += f', review.svg; runs in {opts.out}/runs.jsonl'
+    return text + f'\nFiles: {opts.out}/' + files + '\n'
