@@ -19,7 +19,9 @@ import sys
 import tempfile
 import time
 import unittest
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from kloc.bench import metrics
 from kloc.counting.counts import (FIGURES, PHASE_ALL, PHASE_SINGLE, Counts, VcpuCounts,
@@ -314,11 +316,40 @@ class Output(unittest.TestCase):
         with self.assertRaisesRegex(CountingError, 'cannot be read'):
             parse_counts('{"plugin": "kloc-count"}')
 
-    def test_per_packet(self) -> None:
-        doc = json.loads(json.dumps(OUTPUT))
+    @staticmethod
+    def two_windows() -> dict[str, Any]:
+        """OUTPUT with the kselftest's two windows, every RAM access mapped."""
+        doc: dict[str, Any] = json.loads(json.dumps(OUTPUT))
         one = doc['phases'][0]
+        one['vcpus'][0]['unmapped'] = 0
         doc['phases'] = [dict(one, phase=PHASE_SINGLE), dict(one, phase=PHASE_ALL)]
-        c = parse_counts(json.dumps(doc))
+        return doc
+
+    def test_untrusted_windows_fail_the_boot(self) -> None:
+        """Each reason alone makes per_packet refuse the boot, naming it."""
+        record = {'measured_single': 11, 'per_cpu': [{'measured': 10}, {'measured': 12}]}
+        per_packet(parse_counts(json.dumps(self.two_windows())), record)
+        cases: list[tuple[str, Callable[[dict[str, Any]], object]]] = [
+            ('phase 2 was never closed', lambda d: d.update(open_phase=2)),
+            ('3 bad markers', lambda d: d['markers'].update(bad=3)),
+            ('1 end markers without', lambda d: d['markers'].update(unmatched_ends=1)),
+            ('1 start markers inside', lambda d: d['markers'].update(nested_starts=1)),
+            ('5 contended lines not tracked', lambda d: d.update(lines_dropped=5)),
+            ('windows per phase', lambda d: d['phases'][1].update(windows=2)),
+            ('windows per phase', lambda d: d['phases'].append(
+                dict(d['phases'][0], phase=7))),
+            ('2 of 8 RAM accesses unmapped', lambda d: d['phases'][0]['vcpus'][1].update(
+                unmapped=2)),
+        ]
+        for want, damage in cases:
+            with self.subTest(want=want):
+                doc = self.two_windows()
+                damage(doc)
+                with self.assertRaisesRegex(CountingError, 'cannot be trusted: .*' + want):
+                    per_packet(parse_counts(json.dumps(doc)), record)
+
+    def test_per_packet(self) -> None:
+        c = parse_counts(json.dumps(self.two_windows()))
         record = {'measured_single': 11, 'per_cpu': [{'measured': 10}, {'measured': 12}]}
         f = per_packet(c, record)
         self.assertAlmostEqual(f['insns_pkt_single'], 22 / 11)

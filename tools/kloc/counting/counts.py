@@ -195,11 +195,48 @@ FIGURES = ('insns_pkt_single', 'insns_pkt_all', 'wshared_pkt_all', 'fshared_pkt_
            'shared_pkt_single', 'remote_pct_single')
 
 
+# lo_counters.c's run_phase() marks each of its two phases once.
+WINDOWS = {PHASE_SINGLE: 1, PHASE_ALL: 1}
+# The largest share of a window's RAM accesses the plugin may fail to place on
+# a node (physical addresses outside the RAM map it was given) for the boot's
+# remote share, and the line model, to stand for the window.
+UNMAPPED_MAX = 0.001
+
+
+def check_windows(counts: Counts) -> None:
+    """Refuse a counted boot whose windows cannot be trusted: a window left open,
+    bad, unmatched or nested markers, a window count other than the kselftest's,
+    contended lines the plugin could not track, or unmapped RAM accesses above
+    UNMAPPED_MAX. The boot is then a failed run, replaced like a failed timed one."""
+    why = []
+    if counts.open_phase is not None:
+        why.append(f'the window of phase {counts.open_phase} was never closed')
+    for n, what in ((counts.bad_markers, 'bad markers'),
+                    (counts.unmatched_ends, 'end markers without a start'),
+                    (counts.nested_starts, 'start markers inside an open window'),
+                    (counts.lines_dropped, 'contended lines not tracked (lines_max)')):
+        if n:
+            why.append(f'{n} {what}')
+    seen = {n: p.windows for n, p in counts.phases.items()}
+    if seen != WINDOWS:
+        why.append(f'windows per phase {seen or "none"}, where the kselftest marks '
+                   f'{WINDOWS}')
+    for n, p in sorted(counts.phases.items()):
+        placed = p.total('local') + p.total('remote')
+        unmapped = p.total('unmapped')
+        if unmapped > UNMAPPED_MAX * (placed + unmapped):
+            why.append(f'phase {n}: {unmapped} of {placed + unmapped} RAM accesses '
+                       f'unmapped (more than {UNMAPPED_MAX:.1%})')
+    if why:
+        raise CountingError('the counted windows cannot be trusted: ' + '; '.join(why))
+
+
 def per_packet(counts: Counts, record: dict[str, object]) -> dict[str, float]:
     """The counted figures of one boot, per packet the kselftest sent in each window.
 
     record: the kselftest's JSON record of the same boot (its packets).
     """
+    check_windows(counts)
     single, every = counts.phase(PHASE_SINGLE), counts.phase(PHASE_ALL)
     per_cpu = record.get('per_cpu')
     n1 = record.get('measured_single')
