@@ -16,7 +16,8 @@ import unittest
 from pathlib import Path
 
 from kloc import procs
-from kloc.bench import metrics, tables
+from kloc.bench import counted as counted_runs, metrics, plot, tables
+from kloc.bench.store import open_store
 from kloc.guests import guest
 from kloc.kcidb import schema as kcidb_schema
 from kloc.review import copies, patch_input, reporting, review
@@ -30,6 +31,9 @@ from kloc.paths import PACKAGE_ROOT
 
 from .helpers import DATA, debian_tree, mini_tree, stock_parser
 from .test_cli import kloc
+from .test_stats import HonestVerdicts as StatsVerdicts
+
+NOOP_A, NOOP_B = StatsVerdicts.NOOP_A, StatsVerdicts.NOOP_B
 
 NOOP = PACKAGE_ROOT / 'selftests/lo_counters/review/noop.patch'
 SLOW = PACKAGE_ROOT / 'selftests/lo_counters/review/slow-xmit.patch'
@@ -468,6 +472,79 @@ class Report(unittest.TestCase):
         self.assertTrue(v.startswith('no significant difference in counts'), v)
         self.assertIn('the timed figures (wall-clock under emulation) are shown, not judged',
                       v)
+
+
+class HonestVerdicts(unittest.TestCase):
+    """Issue 25, item 4: the review's verdict needs significance and a change of interest,
+    and a comment-only patch is no change, not a request for more runs."""
+
+    def test_a_comment_only_patch_is_no_change(self) -> None:
+        counted = metrics.compare(NOOP_A, NOOP_B, 0.05, kind='counted')
+        v = reporting.overall(timed_diffs(7, 1.0) + counted, 0)
+        self.assertEqual(v, 'no significant difference in counts, the timed figures '
+                            '(wall-clock under emulation) are shown, not judged, '
+                            '0 KUnit status changes')
+        self.assertNotIn('give more', v)
+
+    def test_near_zero_counts_are_shown_in_their_unit(self) -> None:
+        """The plot and the KCIDB change test give a count near zero's change in events
+        a packet: a percent of a near-zero base (or a NaN) says nothing."""
+        counted = metrics.compare(NOOP_A, NOOP_B, 0.05, kind='counted')
+        near = [d for d in counted if d.absolute is not None]
+        self.assertTrue(near)
+        svg = plot.render(counted, 'base', 'patched', 'noop')
+        self.assertNotIn('nan', svg)
+        for d in near:
+            self.assertIn(f'{d.absolute.change:+.3g} {d.figure.unit}, ' if d.absolute else '',
+                          svg)
+        base = Tree(Path('/t/linux-6.12/src'), debian_tree('6.12').version, 'debian')
+        with tempfile.TemporaryDirectory() as tmp:
+            store = open_store(Path(tmp) / 'counted.jsonl', {'test': 'near zero'})
+            o = review.ReviewOutcome(base, base, patch_input.load(NOOP),
+                                     diffs=timed_diffs(3, 1.0),
+                                     counted=counted_runs.CountedResult(3, counted, store, {}))
+            opts = review.ReviewOptions(('arm64_2n_its1',), 'x86_64_2n', 7, 1.0, 0.05, 60, 2,
+                                        Path(tmp), kunit=False, counted=3)
+            k = reporting.to_json(o, opts)['kcidb']
+        assert isinstance(k, dict)
+        tests = {t['path']: t for t in k['tests']}
+        for d in near:
+            number = tests[f'lo_counters.counted.{d.figure.name}.change']['number']
+            self.assertEqual(number['unit'], d.figure.unit)
+            self.assertAlmostEqual(number['value'], d.absolute.change if d.absolute else 0)
+
+    def test_a_small_significant_change_passes(self) -> None:
+        """1% fewer packets/s, measured to 0.1%: significant, but under the 3.6% of
+        interest; not a regression, and KCIDB's change test passes."""
+        rng = random.Random(11)
+
+        def rec(k: float) -> dict[str, object]:
+            p1, pn = 8e4 * k * rng.gauss(1, 0.001), 1.4e5 * k * rng.gauss(1, 0.001)
+            return {'pps_single': p1, 'pps_total': pn, 'scaling_efficiency': pn / (4 * p1)}
+        diffs = metrics.compare([rec(1) for _ in range(10)], [rec(0.99) for _ in range(10)],
+                                0.05)
+        by = {d.figure.name: d for d in diffs}
+        self.assertLess(by['pps_single'].p_adjusted, 0.05)
+        self.assertAlmostEqual(by['pps_single'].change_pct, -1.0, delta=0.2)
+        self.assertEqual(by['pps_single'].verdict, 'small')
+        self.assertEqual(reporting.overall(diffs, 0),
+                         'no change of interest in loopback throughput, significant but below '
+                         'the change of interest in 2 of 3 timed figures (1 thread, all CPUs), '
+                         '0 KUnit status changes')
+        base = Tree(Path('/t/linux-6.12/src'), debian_tree('6.12').version, 'debian')
+        o = review.ReviewOutcome(base, base, patch_input.load(NOOP), diffs=diffs)
+        opts = review.ReviewOptions(('arm64_2n_its1',), 'x86_64_2n', 10, 1.0, 0.05, 60, 2,
+                                    Path('/nonexistent'), kunit=False)
+        text = reporting.render(o, opts)
+        self.assertIn('  verdict     patched lower than base (significant at alpha = 0.05), but\n'
+                      '              below the change of interest, 3.6%\n', text)
+        self.assertIn('Verdict: no change of interest in loopback throughput, significant but\n'
+                      '  below the change of interest', text)
+        k = reporting.to_json(o, opts)['kcidb']
+        assert isinstance(k, dict)
+        change = [t for t in k['tests'] if t['path'] == 'lo_counters.pps_single.change'][0]
+        self.assertEqual(change['status'], 'PASS')
+        self.assertEqual(change['misc']['verdict'], 'small')
 
 
 class DiskFull(unittest.TestCase):

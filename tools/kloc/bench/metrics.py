@@ -11,6 +11,11 @@ Two kinds of figure:
   deterministic, so Welch's t-test, Holm-adjusted over the counted
   primaries, judges them at 3 runs a side.
 Non-primary figures are shown, with their own p, but give no verdict.
+
+A primary figure's verdict needs both: significance (Holm) and a change at
+least the change of interest. A significant change below it is 'small',
+not a regression or an improvement. Counts of events per packet whose base
+is near zero (ABSOLUTE_INTEREST) are judged in events a packet, not percent.
 """
 
 from __future__ import annotations
@@ -26,9 +31,29 @@ from kloc.counting.counts import FIGURES
 # (../shared/seeds). A run that could not have found it is inconclusive.
 EFFECT_OF_INTEREST = 0.036
 
+# Counts of events per packet (the sharing and transfer figures): unit -> the
+# absolute change of interest, in events a packet. On hardware one such event
+# costs at most a cache-line transfer, some 100-300 cycles: one a packet is
+# 2-5% of a 6,500-instruction packet, of the order of the 3.6% of interest, and
+# a change that shares a line on the packet path makes at least one a packet
+# (the 2008 layout: 2 false-sharing stores). What a stock kernel counts is
+# background (the timer tick, RCU, jiffies): 0.004 false-sharing and 0.6
+# write-sharing stores a packet, varying 27-59% from boot to boot.
+#
+# Such a count is near zero when its base median is below this threshold over
+# the change of interest (1 / 0.036 = 28 events a packet at 3.6%): the change
+# of interest in percent of it would be less than one event a packet, so a
+# percent (or a ratio: "916x" over 0.002 stores a packet) says nothing about
+# cost. It is then reported as the change of the means in events a packet,
+# with Welch's interval, and judged against the threshold; above the floor,
+# in percent against the change of interest, which is then the larger.
+ABSOLUTE_INTEREST = {'stores/packet': 1.0, 'accesses/packet': 1.0,
+                     'transfers/packet': 1.0}
+
 # What each verdict says, in every report, plot and record.
 VERDICT_WORDS = {
     'same': 'no significant difference',
+    'small': 'significant, but below the change of interest',
     'inconclusive': 'inconclusive',
     'detail': 'not tested (a detail)',
 }
@@ -43,6 +68,16 @@ class Figure:
     primary: bool = True
     kind: str = 'timed'         # or 'counted'
     better: str = 'higher'      # or 'lower'
+
+    @property
+    def abs_interest(self) -> float:
+        """The absolute change of interest of a count of events per packet; 0 for
+        a figure judged in percent whatever its base."""
+        return ABSOLUTE_INTEREST.get(self.unit, 0.0) if self.kind == 'counted' else 0.0
+
+    def near_zero(self, base: float, interest: float) -> bool:
+        """Whether a base median is too small to judge a change of it in percent."""
+        return abs(base) * interest < self.abs_interest
 
 
 # The timed figures, each primary (tested together, with Holm): name -> (title,
@@ -146,15 +181,36 @@ def _test(kind: str, xa: list[float], xb: list[float]) -> TestResult:
 
 def detectable(kind: str, sa: SideSummary, sb: SideSummary, alpha: float,
                tests: int) -> float:
-    """The smallest relative change the runs find with 80% power, by the test used."""
+    """The smallest relative change the runs find with 80% power, by the test used:
+    Welch's at its degrees of freedom for counted figures, Mann-Whitney's
+    (normal approximation, 3/pi efficiency, exact-test floor) for timed ones."""
     f = stats.detectable_change_t if kind == 'counted' else stats.detectable_change
     return f(sa.cv, sb.cv, len(sa.values), len(sb.values), alpha, tests=tests)
 
 
 def runs_needed(d: Difference, delta: float, alpha: float, tests: int) -> int:
-    """Runs a side to see delta at d's spreads, by the test its kind of figure gets."""
+    """Runs a side to see the relative change delta at d's spreads, by the test its
+    kind of figure gets; for a count near zero, its absolute change of interest."""
+    if d.absolute is not None:
+        return stats.runs_needed_t(_sd(d.a), _sd(d.b), d.absolute.interest, alpha,
+                                   tests=tests)
     f = stats.runs_needed_t if d.figure.kind == 'counted' else stats.runs_needed
     return f(d.a.cv, d.b.cv, delta, alpha, tests=tests)
+
+
+def _sd(s: SideSummary) -> float:
+    n = len(s.values)
+    mean = sum(s.values) / n
+    return math.sqrt(sum((x - mean) ** 2 for x in s.values) / (n - 1))
+
+
+@dataclass(frozen=True)
+class Absolute:
+    """A count near zero, in its own unit (events a packet)."""
+    change: float           # mean B - mean A
+    ci: stats.Interval      # Welch's interval of it, at 1 - alpha
+    interest: float         # the absolute change of interest (ABSOLUTE_INTEREST)
+    detectable: float       # 80% power, Holm, the measured spreads, Welch's df
 
 
 @dataclass(frozen=True)
@@ -166,15 +222,20 @@ class Difference:
     change_ci: stats.Interval
     test: TestResult
     p_adjusted: float
-    # 'higher' or 'lower' (significant), 'same' (not, and the runs had the
-    # power to see the change of interest), 'inconclusive' (not, and they
-    # had not), or 'detail' (not tested)
+    # 'higher' or 'lower' (significant, and at least the change of interest),
+    # 'small' (significant, and less than that), 'same' (not significant, and
+    # the runs had the power to see the change of interest; for a count near
+    # zero: the change's interval lies within its absolute change of
+    # interest), 'inconclusive' (not significant, and neither), or 'detail'
+    # (not tested)
     verdict: str
     detectable_pct: float = math.inf   # 80% power, Holm, the measured spreads
     interest_pct: float = 100 * EFFECT_OF_INTEREST
+    absolute: Absolute | None = None   # a count near zero: judged in its unit
 
     @property
     def significant(self) -> bool:
+        """A change that counts: significant, and at least the change of interest."""
         return self.verdict in ('higher', 'lower')
 
 
@@ -211,8 +272,11 @@ def compare(a_records: list[dict[str, object]], b_records: list[dict[str, object
             kind: str = 'timed') -> list[Difference]:
     """One Difference per figure both sides have, in a stable order.
 
-    interest: the relative change that matters; a figure with no
-    significant difference is 'same' only if the runs could have found it.
+    interest: the relative change that matters. A significant change is a
+    change ('higher', 'lower') only if at least that, else 'small'; a figure
+    with no significant difference is 'same' only if the runs could have
+    found it (for a count near zero: if the change's interval lies within
+    its absolute change of interest).
     kind: 'timed' (packets/s records) or 'counted' (counted-run records).
     """
     pick = extract_counted if kind == 'counted' else extract
@@ -233,16 +297,39 @@ def compare(a_records: list[dict[str, object]], b_records: list[dict[str, object
     for i, p in zip(primary, stats.holm([tests[i][3].p for i in primary])):
         adjusted[i] = p
     out = []
+    m = max(1, len(primary))
     for i, ((n, xa, xb, test), p_adj) in enumerate(zip(tests, adjusted)):
-        change = stats.pct_change(xa, xb)
+        fig = describe(n)
         sa, sb = _side(xa), _side(xb)
-        mde = detectable(kind, sa, sb, alpha, max(1, len(primary)))
+        if sa.median:
+            change, change_ci = stats.pct_change(xa, xb), stats.pct_change_ci(xa, xb)
+        else:       # no percent of 0 (a count near zero shows its change in its unit)
+            change, change_ci = math.nan, stats.Interval(math.nan, math.nan, 0.95)
+        mde = detectable(kind, sa, sb, alpha, m)
+        absolute = None
+        if fig.near_zero(sa.median, interest):
+            absolute = Absolute(sum(xb) / len(xb) - sum(xa) / len(xa),
+                                stats.welch_ci(xa, xb, 1 - alpha), fig.abs_interest,
+                                stats.detectable_change_t(_sd(sa), _sd(sb), len(xa),
+                                                          len(xb), alpha, tests=m))
         verdict = 'detail' if i not in primary else \
-            ('higher' if test.b_higher else 'lower') if p_adj < alpha else \
-            'same' if mde <= interest else 'inconclusive'
-        out.append(Difference(describe(n), sa, sb, change, stats.pct_change_ci(xa, xb), test,
-                              p_adj, verdict, 100 * mde, 100 * interest))
+            _judge(test, p_adj < alpha, change, interest, mde, absolute)
+        out.append(Difference(fig, sa, sb, change, change_ci, test, p_adj, verdict,
+                              100 * mde, 100 * interest, absolute))
     return out
+
+
+def _judge(test: TestResult, significant: bool, change_pct: float, interest: float,
+           mde: float, absolute: Absolute | None) -> str:
+    """A primary figure's verdict: significance and size, or power (or the interval)."""
+    if significant:
+        big = abs(absolute.change) >= absolute.interest if absolute else \
+            abs(change_pct) >= 100 * interest
+        return ('higher' if test.b_higher else 'lower') if big else 'small'
+    if absolute:
+        return 'same' if -absolute.interest < absolute.ci.lo and \
+            absolute.ci.hi < absolute.interest else 'inconclusive'
+    return 'same' if mde <= interest else 'inconclusive'
 
 
 def check_power(runs: int, alpha: float) -> None:

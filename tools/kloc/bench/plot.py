@@ -63,6 +63,14 @@ def render(diffs: list[Difference], a: str, b: str, title: str) -> str:
     return '\n'.join(out) + '\n'
 
 
+def _change(d: Difference) -> str:
+    """The change as the report gives it: percent, or for a count near zero its change
+    in events a packet (a percent of a near-zero base says nothing)."""
+    if d.absolute is not None:
+        return f'{d.absolute.change:+.3g} {d.figure.unit}'
+    return f'{d.change_pct:+.2f}%'
+
+
 def _panel(d: Difference, x0: int, y0: int) -> list[str]:
     vals = d.a.values + d.b.values
     lo, hi = min(vals), max(vals)
@@ -75,7 +83,7 @@ def _panel(d: Difference, x0: int, y0: int) -> list[str]:
 
     verdict = verdict_words(d)
     out = [f'<text x="{x0}" y="{y0 + 12}" font-weight="bold">{escape(_title(d))}</text>',
-           f'<text x="{x0}" y="{y0 + 25}">{d.change_pct:+.2f}%, '
+           f'<text x="{x0}" y="{y0 + 25}">{_change(d)}, '
            f'{"Holm " if d.figure.primary else ""}p={d.p_adjusted:.3g}, '
            f'{verdict}</text>',
            f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#888"/>']

@@ -11,7 +11,13 @@ Counted figures (the QEMU plugin's instructions and line sharing per
 packet) are near-deterministic: their spread is a fraction of a percent,
 and no rank test can be significant with the 3 runs a side they need. They
 get Welch's t-test instead, with the exact Student t distribution, and
-runs needed and detectable change solved with t quantiles.
+runs needed and detectable change solved with t quantiles at Welch's
+(Welch-Satterthwaite) degrees of freedom, the ones the test uses.
+
+Runs needed and detectable change take the spread as a ratio (CVs, for a
+relative change) or in the figure's unit (standard deviations, for an
+absolute change): the formulas are the same, and Welch's degrees of
+freedom depend only on the two spreads' ratio.
 """
 
 from __future__ import annotations
@@ -184,15 +190,17 @@ def _z(alpha: float, tests: int, power: float) -> float:
 
 def runs_needed(cv_a: float, cv_b: float, delta: float, alpha: float = 0.05,
                 power: float = POWER, tests: int = 1) -> int:
-    """Runs per side for a two-sided test to see a relative change delta.
+    """Runs per side for the two-sided Mann-Whitney test to see a relative change delta.
 
-    The normal approximation n = (z_a/2m + z_b)^2 (cv_a^2 + cv_b^2) / delta^2,
-    divided by the Mann-Whitney test's efficiency ARE. With Holm over m
-    tests, the level a figure must reach is alpha/m at worst, so m enters
-    as alpha/m: conservative, as Holm's later steps are looser.
+    The normal approximation n = (z(1 - alpha/2m) + z(power))^2 (cv_a^2 + cv_b^2)
+    / delta^2, divided by the test's efficiency ARE (3/pi), and at least
+    min_runs(alpha, m): with fewer, the exact test can never reach alpha/m.
+    With Holm over m tests the level a figure must reach is alpha/m at worst
+    (Holm's first step), so m enters as alpha/m: conservative, as Holm's
+    later steps are looser.
     """
     n = _z(alpha, tests, power) ** 2 * (cv_a ** 2 + cv_b ** 2) / delta ** 2
-    return max(2, math.ceil(n / ARE))
+    return max(min_runs(alpha, tests), math.ceil(n / ARE))
 
 
 def detectable_change(cv_a: float, cv_b: float, n_a: int, n_b: int, alpha: float = 0.05,
@@ -200,10 +208,11 @@ def detectable_change(cv_a: float, cv_b: float, n_a: int, n_b: int, alpha: float
     """The smallest relative change these runs find with the given power.
 
     runs_needed() solved for delta at the runs there are: with Holm over
-    m tests, at the measured spreads. A "no significant difference" says
-    little about changes smaller than this.
+    m tests, at the measured spreads. Infinite where the exact U test can
+    never reach alpha/m with n_a and n_b runs. A "no significant
+    difference" says little about changes smaller than this.
     """
-    if n_a < 1 or n_b < 1:
+    if n_a < 2 or n_b < 2 or tests * smallest_p(n_a, n_b) > alpha:
         return math.inf
     return _z(alpha, tests, power) * math.sqrt((cv_a ** 2 / n_a + cv_b ** 2 / n_b) / ARE)
 
@@ -295,9 +304,23 @@ def welch(a: list[float], b: list[float]) -> TTest:
     if se2 == 0:
         return TTest(0.0 if ma == mb else math.copysign(math.inf, mb - ma), n + m - 2.0,
                      1.0 if ma == mb else 0.0)
-    df = se2 ** 2 / ((va / n) ** 2 / (n - 1) + (vb / m) ** 2 / (m - 1))
+    df = welch_df(math.sqrt(va), math.sqrt(vb), n, m)
     t = (mb - ma) / math.sqrt(se2)
     return TTest(t, df, t_sf2(t, df))
+
+
+def welch_df(s_a: float, s_b: float, n_a: int, n_b: int) -> float:
+    """Welch-Satterthwaite degrees of freedom for spreads s_a, s_b at n_a, n_b runs.
+
+    (s_a^2/n_a + s_b^2/n_b)^2 / ((s_a^2/n_a)^2/(n_a - 1) + (s_b^2/n_b)^2/(n_b - 1)):
+    between min(n_a, n_b) - 1 (one side's spread dominates) and n_a + n_b - 2
+    (equal spreads and runs), the ones welch() uses. Scale-free: CVs give the
+    same as standard deviations at equal means. n_a + n_b - 2 where both are 0.
+    """
+    x, y = s_a ** 2 / n_a, s_b ** 2 / n_b
+    if x + y == 0:
+        return n_a + n_b - 2.0
+    return (x + y) ** 2 / (x ** 2 / (n_a - 1) + y ** 2 / (n_b - 1))
 
 
 def _t_z(alpha: float, tests: int, power: float, df: float) -> float:
@@ -306,26 +329,50 @@ def _t_z(alpha: float, tests: int, power: float, df: float) -> float:
 
 def runs_needed_t(cv_a: float, cv_b: float, delta: float, alpha: float = 0.05,
                   power: float = POWER, tests: int = 1) -> int:
-    """Runs per side for Welch's test to see a relative change delta.
+    """Runs per side for Welch's test to see a change delta (relative with CVs,
+    absolute with standard deviations).
 
-    The smallest n with (t(1 - alpha/2m) + t(power))^2 (cv_a^2 + cv_b^2) / delta^2 <= n,
-    t at 2n - 2 degrees of freedom: at 2 or 3 runs a side the t quantiles are
-    much wider than the normal's, and the normal approximation would promise
-    too few runs.
+    The smallest n >= 2 with
+      (t(1 - alpha/2m, v) + t(power, v))^2 (cv_a^2 + cv_b^2) / delta^2 <= n,
+    v = welch_df(cv_a, cv_b, n, n) = (n - 1) (cv_a^2 + cv_b^2)^2 / (cv_a^4 + cv_b^4),
+    m the tests Holm corrects over (alpha/m: Holm's first, strictest step).
+    v is Welch's degrees of freedom, not 2n - 2: where one side's spread is
+    the larger, v is nearer n - 1, the t quantiles wider and the runs more.
     """
     spread = cv_a ** 2 + cv_b ** 2
     # The normal approximation's n is a lower bound (t quantiles exceed z's):
     # start there, and only a few steps remain.
     n = max(2, math.ceil(_z(alpha, tests, power) ** 2 * spread / delta ** 2))
-    while n < 100000 and _t_z(alpha, tests, power, 2 * n - 2) ** 2 * spread > n * delta ** 2:
+    while n < 100000 and \
+            _t_z(alpha, tests, power, welch_df(cv_a, cv_b, n, n)) ** 2 * spread > n * delta ** 2:
         n += 1
     return n
 
 
 def detectable_change_t(cv_a: float, cv_b: float, n_a: int, n_b: int,
                         alpha: float = 0.05, power: float = POWER, tests: int = 1) -> float:
-    """runs_needed_t() solved for delta at the runs there are."""
+    """runs_needed_t() solved for delta at the runs there are:
+    (t(1 - alpha/2m, v) + t(power, v)) sqrt(cv_a^2/n_a + cv_b^2/n_b),
+    v = welch_df(cv_a, cv_b, n_a, n_b)."""
     if n_a < 2 or n_b < 2:
         return math.inf
     spread = math.sqrt(cv_a ** 2 / n_a + cv_b ** 2 / n_b)
-    return _t_z(alpha, tests, power, n_a + n_b - 2) * spread
+    return _t_z(alpha, tests, power, welch_df(cv_a, cv_b, n_a, n_b)) * spread
+
+
+def welch_ci(a: list[float], b: list[float], level: float = 0.95) -> Interval:
+    """Welch's interval of mean(B) - mean(A), in the values' unit.
+
+    It excludes 0 exactly when welch() has p < 1 - level.
+    """
+    n, m = len(a), len(b)
+    if n < 2 or m < 2:
+        raise StatsError("Welch's interval needs at least 2 values a side")
+    ma, mb = sum(a) / n, sum(b) / m
+    va = sum((x - ma) ** 2 for x in a) / (n - 1)
+    vb = sum((x - mb) ** 2 for x in b) / (m - 1)
+    se = math.sqrt(va / n + vb / m)
+    if se == 0:
+        return Interval(mb - ma, mb - ma, level)
+    half = t_quantile(1 - (1 - level) / 2, welch_df(math.sqrt(va), math.sqrt(vb), n, m)) * se
+    return Interval(mb - ma - half, mb - ma + half, level)

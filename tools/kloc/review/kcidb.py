@@ -254,7 +254,9 @@ def _change_test(ids: _Ids, build: str, side: str, topo: str, path: str, d: Diff
     status = 'FAIL' if better_or_worse(d) == 'worse' else \
         {'detail': 'DONE', 'inconclusive': 'DONE'}.get(d.verdict, 'PASS')
     fields: Record = {}
-    if math.isfinite(d.change_pct):
+    if d.absolute is not None:     # a count near zero: its change, in its unit
+        fields['number'] = number(d.absolute.change, d.figure.unit)
+    elif math.isfinite(d.change_pct):
         fields['number'] = number(d.change_pct, '%')
     return _test(ids, build, side, topo, f'{path}.change', status, env,
                  comment=f'{d.figure.title}: patched against base', **fields,
