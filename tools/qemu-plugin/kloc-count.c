@@ -28,6 +28,56 @@
  *   lines_max=N         contended lines tracked in all (100000, ~600 bytes
  *                       each with 4 vCPUs); more are
  *                       counted, not attributed ("lines_dropped")
+ *   mem=windows|always  memory callbacks only while a window is open
+ *                       (windows, the default, QEMU 9.0 on), or on every
+ *                       instruction all along (always, and before QEMU 9.0)
+ *
+ * Instructions: a translation block (TB) is counted whole when it begins,
+ * into its vCPU's running user or kernel total: by an inline add to a
+ * per-vCPU scoreboard (plugin API 2, QEMU 9.0, on) where QEMU generates that
+ * right, else by a callback. A marker snapshots every vCPU's totals, the
+ * marking vCPU's less what it has not run of its TB: at a start the
+ * instructions after the marker, at an end the marker and what follows it.
+ * A window is end minus start: the instructions strictly between its
+ * markers. The other vCPUs are between TBs under thread=single, so their
+ * totals are exact then; under MTTCG a TB another vCPU is running counts
+ * whole on the side of the marker it began on. A TB left early by a fault
+ * counts whole.
+ *
+ * QEMU 10.0 translates for thread=single (and so for -icount) without
+ * CF_PARALLEL, and then bakes the index of the vCPU that translates a TB
+ * into it as a constant (gen_cpu_index(), "optimize when we run with a
+ * single vcpu"), though the TB is shared by every vCPU. So:
+ * - an inline scoreboard op multiplies that constant in place
+ *   (gen_plugin_u64_ptr()): every use of the constant in the TB changes and
+ *   the guest computes wrong (a 4-vCPU Linux fails its sha1 self-test, then
+ *   panics). Inline adds are used only with one vCPU or with vCPUs in
+ *   threads of their own (MTTCG, seen at vCPU init); counted boots, with
+ *   -icount and 4 vCPUs, count by callback;
+ * - every callback gets the translating vCPU's index, not the running one's:
+ *   totals are exact, but the per-vCPU split (and with it node, hitm,
+ *   invalidations, shared) follows who translated each TB. The plugin cannot
+ *   see the running vCPU; QEMU 7.2, or thread=multi, passes the right one.
+ *
+ * Memory (QEMU 9.0 on): outside windows TBs are translated without memory
+ * callbacks. A window's start asks qemu_plugin_reset(), which QEMU does in
+ * exclusive context once the marking vCPU leaves its TB (under thread=single
+ * before any other vCPU runs; under MTTCG the others run on until they
+ * stop): it drops the plugin's callbacks and all translated code, and
+ * reset_done() registers the callbacks again, now translating with memory
+ * callbacks; the window's end does the same back. QEMU ignores a reset asked
+ * for while one is under way, so none is asked then: the one under way reads
+ * the windows when it completes. The cost in exactness: the accesses of the
+ * instructions after the start marker in its TB are not counted (one load
+ * or store in kloc-locality's windows); the end is exact (until the reset,
+ * the callbacks return at once). And QEMU kicks the vCPUs to reset, which
+ * ends the marking vCPU's turn: the vCPUs interleave otherwise than without
+ * resets, so counts after the first window can differ from mem=always's,
+ * though each is the same in every boot (with -icount and -seed). QEMU 7.2
+ * cannot reset with memory callbacks: its tb_flush() frees the callback
+ * copies that a vCPU's plugin_mem_cbs can still point at, and QEMU aborts
+ * ("qemu_plugin_vcpu_mem_cb: code should not be reached"); there, and with
+ * mem=always, every instruction has its memory callback all along.
  *
  * Safety: per-vCPU counters are written only by the thread running that
  * vCPU; the line states are 64-bit words updated by compare-and-swap; the
@@ -55,7 +105,7 @@
 #define KLOC_QEMU_HEADER "unknown"
 #endif
 
-#define KLOC_COUNT_VERSION "1.0"
+#define KLOC_COUNT_VERSION "1.1"
 #define MAX_PHASES 256
 #define MAX_VCPUS 16		/* sharers and writers are 16-bit masks */
 #define MAX_NODES 64
@@ -65,6 +115,13 @@
 #define MARK_MAGIC 0x4b4cU
 #define KIND_START 1
 #define KIND_END 2
+
+/* Scoreboards came with plugin API 2 (QEMU 9.0); resets tried on QEMU 10.0 (API 4). */
+#if QEMU_PLUGIN_VERSION >= 2
+#define KLOC_INLINE 1
+#else
+#define KLOC_INLINE 0
+#endif
 
 _Static_assert(sizeof(void *) == 8, "kloc-count needs a 64-bit host");
 
@@ -80,7 +137,8 @@ struct counts {
 struct vcpu {
 	struct counts ph[MAX_PHASES];
 	int node;
-	int tb_phase;		/* the phase the current TB was counted into, or -1 */
+	uint64_t insns[2];	/* user, kernel instructions of the TBs it ran, by callback */
+	uint64_t start[2];	/* its user, kernel totals when the window opened */
 	pthread_t thread;
 	bool seen;
 	uint64_t last_key;	/* the contended line this vCPU touched last */
@@ -139,6 +197,20 @@ static GMutex lock;
 static GHashTable *hot;		/* key -> struct hot_line */
 static uint64_t windows[MAX_PHASES];
 static uint64_t bad_markers, unmatched_ends, nested_starts;
+static bool mem_always;		/* mem=always: memory callbacks outside windows too */
+
+#if KLOC_INLINE
+struct totals {			/* a vCPU's scoreboard entry */
+	uint64_t insns[2];	/* user, kernel instructions of the TBs counted inline */
+};
+
+static qemu_plugin_id_t plugin_id;
+static struct qemu_plugin_scoreboard *score;
+static qemu_plugin_u64 insns_inline[2];
+static bool parallel;		/* atomic; vCPUs started in more than one thread */
+static bool mem_on;		/* translations now get memory callbacks */
+static bool reset_pending;	/* a qemu_plugin_reset() is under way */
+#endif
 
 static void plugin_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void plugin_err(const char *fmt, ...)
@@ -161,7 +233,7 @@ static bool marker_payload(struct qemu_plugin_insn *insn, uint32_t *payload)
 	/* API 3 (QEMU 9.0) on: the bytes are copied out, no longer lent. */
 	uint8_t b[8];
 
-	if (n > sizeof(b) || qemu_plugin_insn_data(insn, b, n) != n)
+	if (n != (target[0] == 'x' ? 7 : 4) || qemu_plugin_insn_data(insn, b, n) != n)
 		return false;
 #else
 	const uint8_t *b = qemu_plugin_insn_data(insn);
@@ -187,96 +259,213 @@ static bool marker_payload(struct qemu_plugin_insn *insn, uint32_t *payload)
 	return true;
 }
 
+static bool bad_marker(unsigned int kind, unsigned int phase)
+{
+	if ((kind == KIND_START || kind == KIND_END) && phase < MAX_PHASES)
+		return false;
+	g_mutex_lock(&lock);
+	bad_markers++;
+	g_mutex_unlock(&lock);
+	return true;
+}
+
+/* udata: the TB's instructions << 1 | kernel. */
 static void tb_exec(unsigned int vcpu_index, void *udata)
 {
 	struct vcpu *v = &vcpus[vcpu_index];
-	int p = __atomic_load_n(&active_phase, __ATOMIC_RELAXED);
 	uintptr_t u = (uintptr_t)udata;
+	uint64_t *total = &v->insns[u & 1];
 
+#if !KLOC_INLINE
 	if (!v->seen) {
 		v->thread = pthread_self();
 		v->seen = true;
 	}
-	v->tb_phase = p;
-	if (p < 0)
-		return;
-	if (u & 1)
-		v->ph[p].insns_kernel += u >> 1;
-	else
-		v->ph[p].insns_user += u >> 1;
+#endif
+	/* only this vCPU's thread writes it; markers read it */
+	__atomic_store_n(total, *total + (u >> 1), __ATOMIC_RELAXED);
 }
 
-static uint64_t *insns_of(struct vcpu *v, int phase, bool kernel)
-{
-	return kernel ? &v->ph[phase].insns_kernel : &v->ph[phase].insns_user;
-}
+#if KLOC_INLINE
 
-/* Called under the lock; after: the instructions after the marker in its TB. */
-static void start_window(struct vcpu *v, int phase, uint64_t after, bool kernel)
+static void vcpu_init(qemu_plugin_id_t id, unsigned int vcpu_index)
 {
-	uint32_t e = __atomic_load_n(&epoch, __ATOMIC_RELAXED);
+	pthread_t self = pthread_self();
 
-	e = (e + 1) & 0xffffff;		/* every line starts invalid in every vCPU */
-	__atomic_store_n(&epoch, e ? e : 1, __ATOMIC_RELAXED);
-	windows[phase]++;
-	__atomic_store_n(&active_phase, phase, __ATOMIC_RELAXED);
-	if (v->tb_phase != phase) {
-		*insns_of(v, phase, kernel) += after;
-		v->tb_phase = phase;
+	(void)id;
+	g_mutex_lock(&lock);
+	for (int i = 0; i < nvcpus; i++) {
+		if (vcpus[i].seen && !pthread_equal(vcpus[i].thread, self))
+			__atomic_store_n(&parallel, true, __ATOMIC_RELAXED);
 	}
-}
-
-static void end_window(struct vcpu *v, int phase, uint64_t after, bool kernel)
-{
-	uint64_t *insns = insns_of(v, phase, kernel);
-
-	__atomic_store_n(&active_phase, -1, __ATOMIC_RELAXED);
-	/* the TB was counted whole: take back the marker and what follows it */
-	if (v->tb_phase == phase && *insns >= after + 1)
-		*insns -= after + 1;
-	v->tb_phase = -1;
+	if ((int)vcpu_index < nvcpus) {
+		vcpus[vcpu_index].thread = self;
+		vcpus[vcpu_index].seen = true;
+	}
+	g_mutex_unlock(&lock);
 }
 
 /*
+ * Count the TB by an inline add where QEMU generates it right: with one
+ * vCPU, or with a thread per vCPU (see the top of the file).
+ */
+static bool count_inline(struct qemu_plugin_tb *tb, size_t n, bool kernel)
+{
+	if (nvcpus > 1 && !__atomic_load_n(&parallel, __ATOMIC_RELAXED))
+		return false;
+	qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64,
+							  insns_inline[kernel], n);
+	return true;
+}
+
+static uint64_t insns_counted_inline(int vcpu_index, bool kernel)
+{
+	return vcpu_index < qemu_plugin_num_vcpus() ?
+	       qemu_plugin_u64_get(insns_inline[kernel], vcpu_index) : 0;
+}
+
+#else
+
+static bool count_inline(struct qemu_plugin_tb *tb, size_t n, bool kernel)
+{
+	(void)tb;
+	(void)n;
+	(void)kernel;
+	return false;
+}
+
+static uint64_t insns_counted_inline(int vcpu_index, bool kernel)
+{
+	(void)vcpu_index;
+	(void)kernel;
+	return 0;
+}
+
+#endif /* KLOC_INLINE */
+
+/*
+ * Every vCPU's user and kernel instructions since it started, less excl of
+ * the marking vCPU's (of its TB's kind): the instructions of its TB, counted
+ * whole when it began, that it has not run.
+ */
+static void snapshot(uint64_t (*snap)[2], unsigned int vcpu_index, bool kernel,
+		     uint64_t excl)
+{
+	for (int i = 0; i < nvcpus; i++) {
+		for (int k = 0; k < 2; k++)
+			snap[i][k] = __atomic_load_n(&vcpus[i].insns[k], __ATOMIC_RELAXED) +
+				     insns_counted_inline(i, k);
+	}
+	if ((int)vcpu_index < nvcpus && snap[vcpu_index][kernel] >= excl)
+		snap[vcpu_index][kernel] -= excl;
+}
+
+/* Called under the lock: the window of phase gets each vCPU's instructions since it opened. */
+static void add_window(int phase, uint64_t (*snap)[2])
+{
+	for (int i = 0; i < nvcpus; i++) {
+		struct vcpu *v = &vcpus[i];
+
+		if (snap[i][0] > v->start[0])
+			v->ph[phase].insns_user += snap[i][0] - v->start[0];
+		if (snap[i][1] > v->start[1])
+			v->ph[phase].insns_kernel += snap[i][1] - v->start[1];
+	}
+}
+
+/* Called under the lock: a new window, every line invalid in every vCPU. */
+static void open_window(int phase, uint64_t (*snap)[2])
+{
+	uint32_t e = __atomic_load_n(&epoch, __ATOMIC_RELAXED);
+
+	e = (e + 1) & 0xffffff;
+	__atomic_store_n(&epoch, e ? e : 1, __ATOMIC_RELAXED);
+	windows[phase]++;
+	for (int i = 0; i < nvcpus; i++)
+		memcpy(vcpus[i].start, snap[i], sizeof(vcpus[i].start));
+	__atomic_store_n(&active_phase, phase, __ATOMIC_RELAXED);
+}
+
+#if KLOC_INLINE
+
+static void register_callbacks(qemu_plugin_id_t id);
+
+/*
+ * In exclusive context, every vCPU stopped and the translated code gone:
+ * translate from now on with memory callbacks if a window is open now.
+ */
+static void reset_done(qemu_plugin_id_t id)
+{
+	g_mutex_lock(&lock);
+	mem_on = __atomic_load_n(&active_phase, __ATOMIC_RELAXED) >= 0;
+	reset_pending = false;
+	g_mutex_unlock(&lock);
+	register_callbacks(id);
+}
+
+/* Called under the lock: whether to ask for a reset, now that the windows changed. */
+static bool want_reset(void)
+{
+	if (mem_always || reset_pending ||
+	    mem_on == (__atomic_load_n(&active_phase, __ATOMIC_RELAXED) >= 0))
+		return false;
+	reset_pending = true;	/* QEMU ignores a reset asked for during one */
+	return true;
+}
+
+#else
+
+static bool want_reset(void)
+{
+	return false;
+}
+
+#endif /* KLOC_INLINE */
+
+/*
  * The marker's udata: payload (16 bits), instructions after it in its TB
- * (bits 16..31), kernel TB (bit 32). The TB's exec callback counted the
- * whole TB into the phase open when it began; the marker corrects that, so
- * that a window counts the instructions strictly between its markers.
+ * (bits 16..31), kernel TB (bit 32). A window counts the instructions
+ * strictly between its markers.
  */
 static void marker_exec(unsigned int vcpu_index, void *udata)
 {
-	struct vcpu *v = &vcpus[vcpu_index];
 	uintptr_t u = (uintptr_t)udata;
 	unsigned int kind = (u >> 12) & 0xf, phase = u & 0xfff;
 	uint64_t after = (u >> 16) & 0xffff;
-	bool kernel = (u >> 32) & 1;
+	bool kernel = (u >> 32) & 1, reset;
+	uint64_t snap[MAX_VCPUS][2];
+	int open;
 
-	if ((kind != KIND_START && kind != KIND_END) || phase >= MAX_PHASES) {
-		g_mutex_lock(&lock);
-		bad_markers++;
-		g_mutex_unlock(&lock);
+	if (bad_marker(kind, phase))
 		return;
-	}
 	g_mutex_lock(&lock);
-	if (kind == KIND_START) {
-		int open = __atomic_load_n(&active_phase, __ATOMIC_RELAXED);
-
-		if (open == (int)phase) {
-			nested_starts++;
-			g_mutex_unlock(&lock);
-			return;
-		}
+	open = __atomic_load_n(&active_phase, __ATOMIC_RELAXED);
+	if (kind == KIND_START && open == (int)phase) {
+		nested_starts++;
+	} else if (kind == KIND_START) {
 		if (open >= 0) {	/* a start inside another window ends that one */
 			nested_starts++;
-			end_window(v, open, after, kernel);
+			snapshot(snap, vcpu_index, kernel, after + 1);
+			add_window(open, snap);
 		}
-		start_window(v, (int)phase, after, kernel);
-	} else if (__atomic_load_n(&active_phase, __ATOMIC_RELAXED) == (int)phase) {
-		end_window(v, (int)phase, after, kernel);
+		snapshot(snap, vcpu_index, kernel, after);
+		open_window((int)phase, snap);
+	} else if (open == (int)phase) {
+		/* the marker and what follows it in its TB are not the window's */
+		snapshot(snap, vcpu_index, kernel, after + 1);
+		add_window(open, snap);
+		__atomic_store_n(&active_phase, -1, __ATOMIC_RELAXED);
 	} else {
 		unmatched_ends++;
 	}
+	reset = want_reset();
 	g_mutex_unlock(&lock);
+#if KLOC_INLINE
+	if (reset)
+		qemu_plugin_reset(plugin_id, reset_done);
+#else
+	(void)reset;
+#endif
 }
 
 static struct seg *seg_of(uint64_t raw)
@@ -501,10 +690,16 @@ static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
 	size_t n = qemu_plugin_tb_n_insns(tb);
 	bool kernel = qemu_plugin_tb_vaddr(tb) >> 63;
+#if KLOC_INLINE
+	bool mem = __atomic_load_n(&mem_on, __ATOMIC_RELAXED);
+#else
+	bool mem = true;
+#endif
 
 	(void)id;
-	qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_exec, QEMU_PLUGIN_CB_NO_REGS,
-					     (void *)(uintptr_t)(n << 1 | kernel));
+	if (!count_inline(tb, n, kernel))
+		qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_exec, QEMU_PLUGIN_CB_NO_REGS,
+						     (void *)(uintptr_t)(n << 1 | kernel));
 	for (size_t i = 0; i < n; i++) {
 		struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
 		uint32_t payload;
@@ -517,6 +712,8 @@ static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 							       QEMU_PLUGIN_CB_NO_REGS,
 							       (void *)u);
 		}
+		if (!mem)
+			continue;
 		qemu_plugin_register_vcpu_mem_cb(insn, vcpu_mem, QEMU_PLUGIN_CB_NO_REGS,
 						 QEMU_PLUGIN_MEM_RW,
 						 (void *)(uintptr_t)qemu_plugin_insn_vaddr(insn));
@@ -748,13 +945,29 @@ static void free_all(void)
 	vcpus = NULL;
 	g_free(out_path);
 	out_path = NULL;
+#if KLOC_INLINE
+	qemu_plugin_scoreboard_free(score);
+	score = NULL;
+#endif
 }
 
 static void at_exit(qemu_plugin_id_t id, void *udata)
 {
+	int open = __atomic_load_n(&active_phase, __ATOMIC_RELAXED);
+	uint64_t snap[MAX_VCPUS][2];
+
 	(void)id;
 	(void)udata;
+#if QEMU_PLUGIN_VERSION >= 4
+	if (nvcpus > 1 && !__atomic_load_n(&parallel, __ATOMIC_RELAXED))
+		plugin_err("%d vCPUs in one thread: QEMU 10 gave callbacks the index of the vCPU that translated a block, not of the one running it; totals are exact, the split by vCPU is not",
+			   nvcpus);
+#endif
 	g_mutex_lock(&lock);
+	if (open >= 0) {	/* a window still open has what ran so far */
+		snapshot(snap, 0, false, 0);
+		add_window(open, snap);
+	}
 	if (out_path) {
 		char *tmp = g_strdup_printf("%s.tmp%d", out_path, (int)getpid());
 		FILE *f = fopen(tmp, "w");
@@ -784,6 +997,16 @@ static void at_exit(qemu_plugin_id_t id, void *udata)
 	}
 	free_all();
 	g_mutex_unlock(&lock);
+}
+
+/* At install, and again after each reset (which drops them all). */
+static void register_callbacks(qemu_plugin_id_t id)
+{
+	qemu_plugin_register_vcpu_tb_trans_cb(id, vcpu_tb_trans);
+	qemu_plugin_register_atexit_cb(id, at_exit, NULL);
+#if KLOC_INLINE
+	qemu_plugin_register_vcpu_init_cb(id, vcpu_init);
+#endif
 }
 
 /* Arguments */
@@ -867,6 +1090,12 @@ static int parse_args(int argc, char **argv)
 			ramarg[nramargs].lo = lo;
 			ramarg[nramargs].hi = hi;
 			ramarg[nramargs++].gpa = n;
+		} else if (!strcmp(argv[i], "mem")) {
+			if (strcmp(val, "windows") && strcmp(val, "always")) {
+				plugin_err("mem=%s: want mem=windows or mem=always", val);
+				return -1;
+			}
+			mem_always = !strcmp(val, "always");
 		} else if (!strcmp(argv[i], "top") || !strcmp(argv[i], "pcs") ||
 			   !strcmp(argv[i], "lines_max")) {
 			if (!parse_u64(val, &n, &e) || *e || n > UINT32_MAX) {
@@ -880,7 +1109,7 @@ static int parse_args(int argc, char **argv)
 			else
 				lines_max = n;
 		} else {
-			plugin_err("unknown argument \"%s\"; known: out, node, cpus, ram, top, pcs, lines_max",
+			plugin_err("unknown argument \"%s\"; known: out, node, cpus, ram, mem, top, pcs, lines_max",
 				   argv[i]);
 			return -1;
 		}
@@ -979,12 +1208,16 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
 		}
 	}
 	vcpus = g_malloc0(sizeof(*vcpus) * (size_t)nvcpus);
-	for (int i = 0; i < nvcpus; i++) {
+	for (int i = 0; i < nvcpus; i++)
 		vcpus[i].node = cpu_node[i];
-		vcpus[i].tb_phase = -1;
-	}
 	hot = g_hash_table_new(g_int64_hash, g_int64_equal);
-	qemu_plugin_register_vcpu_tb_trans_cb(id, vcpu_tb_trans);
-	qemu_plugin_register_atexit_cb(id, at_exit, NULL);
+#if KLOC_INLINE
+	plugin_id = id;
+	mem_on = mem_always;
+	score = qemu_plugin_scoreboard_new(sizeof(struct totals));
+	insns_inline[0] = qemu_plugin_scoreboard_u64_in_struct(score, struct totals, insns[0]);
+	insns_inline[1] = qemu_plugin_scoreboard_u64_in_struct(score, struct totals, insns[1]);
+#endif
+	register_callbacks(id);
 	return 0;
 }
