@@ -348,6 +348,23 @@ class Output(unittest.TestCase):
                 with self.assertRaisesRegex(CountingError, 'cannot be trusted: .*' + want):
                     per_packet(parse_counts(json.dumps(doc)), record)
 
+    def test_translating_vcpu_index_keeps_instructions_only(self) -> None:
+        """QEMU 10.0 under thread=single with several vCPUs: the per-vCPU split is the
+        translating vCPU's, so only the instruction figures come out; one vCPU,
+        vCPUs in threads of their own, or QEMU 7.2's API keep every figure."""
+        record = {'measured_single': 11, 'per_cpu': [{'measured': 10}, {'measured': 12}]}
+        doc = self.two_windows()
+        doc['api'] = {'built': 4, 'qemu_min': 2, 'qemu_cur': 4}
+        c = parse_counts(json.dumps(doc))
+        self.assertIn('translating vCPU', c.attribution)
+        self.assertEqual(list(per_packet(c, record)), ['insns_pkt_single', 'insns_pkt_all'])
+        for change in ({'vcpu_threads': 2}, {'vcpus': 1},
+                       {'api': {'built': 1, 'qemu_min': 0, 'qemu_cur': 1}}):
+            with self.subTest(change=change):
+                c = parse_counts(json.dumps(dict(doc, **change)))
+                self.assertEqual(c.attribution, '')
+                self.assertEqual(list(per_packet(c, record)), list(FIGURES))
+
     def test_per_packet(self) -> None:
         c = parse_counts(json.dumps(self.two_windows()))
         record = {'measured_single': 11, 'per_cpu': [{'measured': 10}, {'measured': 12}]}

@@ -64,6 +64,8 @@ def attribution(store: Store, side: str, g: guest.Guest, top: int = 5) -> str:
         syms = load_system_map(g.build_dir() / 'System.map')
     except CountingError as e:
         return f'(no table: {e})'
+    if counts.attribution:
+        return f'(no table: {counts.attribution})'
     return line_table(counts.phase(PHASE_ALL), syms, g.arch, top=top)
 
 

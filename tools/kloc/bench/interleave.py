@@ -129,8 +129,10 @@ def _brief_counted(record: dict[str, object] | None) -> str:
     c = (record or {}).get('counted')
     if not isinstance(c, dict):
         return ''
-    return (f'{c["insns_pkt_single"]:,.0f} and {c["insns_pkt_all"]:,.0f} insns/packet, '
-            f'{c["shared_pkt_all"]:,.1f} shared-line accesses/packet, '
+    text = f'{c["insns_pkt_single"]:,.0f} and {c["insns_pkt_all"]:,.0f} insns/packet'
+    if 'remote_pct_all' not in c:       # the per-vCPU split was not measured
+        return text
+    return (text + f', {c["shared_pkt_all"]:,.1f} shared-line accesses/packet, '
             f'{c["remote_pct_all"]:.1f}% remote')
 
 

@@ -134,6 +134,23 @@ class Counts:
     lines_dropped: int
     phases: dict[int, Phase]
 
+    @property
+    def attribution(self) -> str:
+        """Why the per-vCPU split cannot be trusted, or '' when it can.
+
+        Under thread=single (so under -icount) QEMU 10.0 gives every plugin
+        callback the index of the vCPU that translated the block, not of the
+        one running it (gen_cpu_index(): kloc-count.c says more). Totals stay
+        exact; what depends on which vCPU ran an access does not: its node
+        (remote share), and the line model's sharers (sharing, transfers,
+        false sharing, the contended lines). QEMU 7.2 (plugin API 1), one vCPU,
+        or vCPUs in threads of their own are not affected."""
+        if self.vcpus <= 1 or self.vcpu_threads > 1 or self.api[2] < QEMU_TRANSLATING_INDEX:
+            return ''
+        return (f'QEMU\'s plugin API {self.api[2]} under thread=single passes callbacks the '
+                'translating vCPU, not the running one: the per-vCPU split, and the remote '
+                'share, sharing and transfers with it, are not measured')
+
     def phase(self, n: int) -> Phase:
         try:
             return self.phases[n]
@@ -187,6 +204,10 @@ def parse_counts(text: str) -> Counts:
         raise CountingError(f'the plugin output cannot be read: {e}') from None
 
 
+# The plugin API of QEMU 10.0, the first to bake the translating vCPU's index into
+# a block under thread=single (Counts.attribution).
+QEMU_TRANSLATING_INDEX = 4
+
 # The counted figures, in the order reports show them: bench/metrics.py
 # describes each (title, unit, whether it is a primary), and a tool test
 # checks that it describes exactly these.
@@ -231,8 +252,14 @@ def check_windows(counts: Counts) -> None:
         raise CountingError('the counted windows cannot be trusted: ' + '; '.join(why))
 
 
+# What a boot's counts give whoever ran each access: the totals of all vCPUs.
+INSTRUCTION_FIGURES = ('insns_pkt_single', 'insns_pkt_all')
+
+
 def per_packet(counts: Counts, record: dict[str, object]) -> dict[str, float]:
-    """The counted figures of one boot, per packet the kselftest sent in each window.
+    """The counted figures of one boot, per packet the kselftest sent in each window;
+    the instruction figures only, where the per-vCPU split is not the running vCPUs'
+    (Counts.attribution).
 
     record: the kselftest's JSON record of the same boot (its packets).
     """
@@ -253,6 +280,8 @@ def per_packet(counts: Counts, record: dict[str, object]) -> dict[str, float]:
         out[f'fshared_pkt_{suffix}'] = phase.total('false_shared') / n
         out[f'transfers_pkt_{suffix}'] = phase.total('transfers') / n
         out[f'remote_pct_{suffix}'] = 100 * phase.remote_share
+    if counts.attribution:
+        return {k: out[k] for k in FIGURES if k in INSTRUCTION_FIGURES}
     return {k: out[k] for k in FIGURES}
 
 
