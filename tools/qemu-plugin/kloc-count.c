@@ -101,20 +101,18 @@
 #include <glib.h>
 #include <qemu-plugin.h>
 
+#include "kloc-marker.h"
+
 #ifndef KLOC_QEMU_HEADER
 #define KLOC_QEMU_HEADER "unknown"
 #endif
 
 #define KLOC_COUNT_VERSION "1.1"
-#define MAX_PHASES 256
 #define MAX_VCPUS 16		/* sharers and writers are 16-bit masks */
 #define MAX_NODES 64
 #define MAX_SEGS 16
 #define LINE_SHIFT 6
 #define PC_SLOTS 8
-#define MARK_MAGIC 0x4b4cU
-#define KIND_START 1
-#define KIND_END 2
 
 /* Scoreboards came with plugin API 2 (QEMU 9.0); resets tried on QEMU 10.0 (API 4). */
 #if QEMU_PLUGIN_VERSION >= 2
@@ -135,7 +133,7 @@ struct counts {
 };
 
 struct vcpu {
-	struct counts ph[MAX_PHASES];
+	struct counts ph[KLOC_MARK_PHASE_COUNT];
 	int node;
 	uint64_t insns[2];	/* user, kernel instructions of the TBs it ran, by callback */
 	uint64_t start[2];	/* its user, kernel totals when the window opened */
@@ -195,7 +193,7 @@ static int active_phase = -1;	/* atomic */
 static uint32_t epoch = 1;	/* atomic; line states of another epoch are invalid */
 static GMutex lock;
 static GHashTable *hot;		/* key -> struct hot_line */
-static uint64_t windows[MAX_PHASES];
+static uint64_t windows[KLOC_MARK_PHASE_COUNT];
 static uint64_t bad_markers, unmatched_ends, nested_starts;
 static bool mem_always;		/* mem=always: memory callbacks outside windows too */
 
@@ -245,23 +243,25 @@ static bool marker_payload(struct qemu_plugin_insn *insn, uint32_t *payload)
 		if (n != 7 || b[0] != 0x0f || b[1] != 0x1f || b[2] != 0x80)
 			return false;
 		d = b[3] | b[4] << 8 | b[5] << 16 | (uint32_t)b[6] << 24;
-		if (d >> 16 != MARK_MAGIC)
+		if (d >> 16 != KLOC_MARK_MAGIC)
 			return false;
-		*payload = d & 0xffff;
+		/* bits 15..12 set: a marker, but a bad one (kind 0) */
+		*payload = d & 0xf000 ? 0 : d & 0xfff;
 		return true;
 	}
 	if (n != 4)
 		return false;
 	w = b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24;
-	if ((w & 0xffe0001fU) != 0xd2e0001fU)
+	if ((w & 0xffe0001fU) != 0xd2e0001fU || ((w >> 17) & 0xf) != KLOC_MARK_MAGIC_A64)
 		return false;
-	*payload = (w >> 5) & 0xffff;
+	*payload = (w >> 5) & 0xfff;
 	return true;
 }
 
 static bool bad_marker(unsigned int kind, unsigned int phase)
 {
-	if ((kind == KIND_START || kind == KIND_END) && phase < MAX_PHASES)
+	if ((kind == KLOC_MARK_KIND_START || kind == KLOC_MARK_KIND_END) &&
+	    phase < KLOC_MARK_PHASE_COUNT)
 		return false;
 	g_mutex_lock(&lock);
 	bad_markers++;
@@ -423,14 +423,14 @@ static bool want_reset(void)
 #endif /* KLOC_INLINE */
 
 /*
- * The marker's udata: payload (16 bits), instructions after it in its TB
+ * The marker's udata: payload (12 bits, kloc-marker.h), instructions after it in its TB
  * (bits 16..31), kernel TB (bit 32). A window counts the instructions
  * strictly between its markers.
  */
 static void marker_exec(unsigned int vcpu_index, void *udata)
 {
 	uintptr_t u = (uintptr_t)udata;
-	unsigned int kind = (u >> 12) & 0xf, phase = u & 0xfff;
+	unsigned int kind = KLOC_MARK_KIND(u & 0xfff), phase = KLOC_MARK_PHASE(u & 0xfff);
 	uint64_t after = (u >> 16) & 0xffff;
 	bool kernel = (u >> 32) & 1, reset;
 	uint64_t snap[MAX_VCPUS][2];
@@ -440,9 +440,9 @@ static void marker_exec(unsigned int vcpu_index, void *udata)
 		return;
 	g_mutex_lock(&lock);
 	open = __atomic_load_n(&active_phase, __ATOMIC_RELAXED);
-	if (kind == KIND_START && open == (int)phase) {
+	if (kind == KLOC_MARK_KIND_START && open == (int)phase) {
 		nested_starts++;
-	} else if (kind == KIND_START) {
+	} else if (kind == KLOC_MARK_KIND_START) {
 		if (open >= 0) {	/* a start inside another window ends that one */
 			nested_starts++;
 			snapshot(snap, vcpu_index, kernel, after + 1);
@@ -916,7 +916,7 @@ static void write_json(FILE *f)
 		fputs("null", f);
 	fprintf(f, ", \"lines_max\": %" PRIu64 ", \"lines_dropped\": %" PRIu64
 		", \"phases\": [", lines_max, lines_dropped);
-	for (int p = 0; p < MAX_PHASES; p++) {
+	for (int p = 0; p < (int)KLOC_MARK_PHASE_COUNT; p++) {
 		if (!windows[p])
 			continue;
 		fputs(sep, f);

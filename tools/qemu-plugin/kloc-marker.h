@@ -12,18 +12,33 @@
  * and the matching end. Markers are compiler barriers, so the measured code
  * stays between them. On other architectures they compile to nothing.
  *
- * A phase known at compile time may be 0..4095 (KLOC_MARK_START_CONST());
- * the functions take a run-time phase of 0..KLOC_MARK_PHASES - 1 and ignore
- * any other.
+ * A phase known at compile time may be 0..KLOC_MARK_PHASE_COUNT - 1
+ * (KLOC_MARK_START_CONST()); the functions take a run-time phase of
+ * 0..KLOC_MARK_PHASES - 1 and ignore any other.
+ *
+ * The protocol, declared here once for the guest and the plugin (which
+ * includes this file): a 12-bit payload, the kind in bits 11..8 and the
+ * phase in bits 7..0, under a magic of its own on each architecture: bits
+ * 31..16 of the x86_64 disp32 (bits 15..12 zero), bits 15..12 of the arm64
+ * imm16. Anything else is not a marker, or a bad one.
  */
 #ifndef KLOC_MARKER_H
 #define KLOC_MARKER_H
 
 #define KLOC_MARK_MAGIC		0x4b4cU	/* "KL", x86_64 disp32 bits 31..16 */
+#define KLOC_MARK_MAGIC_A64	0xbU	/* arm64 imm16 bits 15..12 */
 #define KLOC_MARK_KIND_START	1U
 #define KLOC_MARK_KIND_END	2U
-#define KLOC_MARK_PHASES	16U
-#define KLOC_MARK_PAYLOAD(kind, phase)	(((kind) << 12) | ((phase) & 0xfffU))
+#define KLOC_MARK_PHASE_COUNT	256U	/* phases 0..255 */
+#define KLOC_MARK_PHASES	16U	/* those kloc_mark_start() takes at run time */
+#define KLOC_MARK_PAYLOAD(kind, phase)	(((kind) << 8) | ((phase) & 0xffU))
+#define KLOC_MARK_KIND(payload)		(((payload) >> 8) & 0xfU)
+#define KLOC_MARK_PHASE(payload)	((payload) & 0xffU)
+/* The marker's immediate: x86_64 disp32, arm64 imm16. */
+#define KLOC_MARK_IMM_X86(kind, phase)					\
+	((KLOC_MARK_MAGIC << 16) | KLOC_MARK_PAYLOAD(kind, phase))
+#define KLOC_MARK_IMM_A64(kind, phase)					\
+	((KLOC_MARK_MAGIC_A64 << 12) | KLOC_MARK_PAYLOAD(kind, phase))
 
 /*
  * The lo_counters kselftest's windows. The one place they are numbered:
@@ -36,15 +51,14 @@
 #define KLOC_MARK_CONST(kind, phase)					\
 	({								\
 		__asm__ __volatile__(".byte 0x0f, 0x1f, 0x80\n\t.long %c0"	\
-				     : : "i" ((KLOC_MARK_MAGIC << 16) |	\
-					      KLOC_MARK_PAYLOAD(kind, phase)) \
+				     : : "i" (KLOC_MARK_IMM_X86(kind, phase))	\
 				     : "memory");			\
 	})
 #elif defined(__aarch64__)
 #define KLOC_MARK_CONST(kind, phase)					\
 	({								\
 		__asm__ __volatile__(".inst 0xd2e0001f | (%c0 << 5)"	\
-				     : : "i" (KLOC_MARK_PAYLOAD(kind, phase)) \
+				     : : "i" (KLOC_MARK_IMM_A64(kind, phase))	\
 				     : "memory");			\
 	})
 #else

@@ -168,7 +168,7 @@ int main(int argc, char **argv)
 class Marker(unittest.TestCase):
     SRC = ('#include "kloc-marker.h"\n'
            'void f(unsigned int p) { kloc_mark_start(p); kloc_mark_end(p); }\n'
-           'void g(void) { kloc_mark_start(1); KLOC_MARK_END_CONST(4095); }\n')
+           'void g(void) { kloc_mark_start(1); KLOC_MARK_END_CONST(255); }\n')
 
     def compile(self, cc: str, opt: str) -> str:
         tool_or_skip(cc)
@@ -186,18 +186,19 @@ class Marker(unittest.TestCase):
     def test_x86_64(self) -> None:
         for opt in ('-O0', '-O2'):
             dis = self.compile('gcc', opt)
-            # nopl 0x4b4c1001(%rax): start of phase 1; 0x4b4c2fff: end of phase 4095
-            self.assertIn('0f 1f 80 01 10 4c 4b', dis)
-            self.assertIn('0f 1f 80 ff 2f 4c 4b', dis)
+            # nopl 0x4b4c0101(%rax): start of phase 1; 0x4b4c02ff: end of phase 255
+            self.assertIn('0f 1f 80 01 01 4c 4b', dis)
+            self.assertIn('0f 1f 80 ff 02 4c 4b', dis)
             self.assertGreaterEqual(dis.count('nopl   0x4b4c'), 2 * 16 + 1)
 
     def test_arm64(self) -> None:
         for opt in ('-O0', '-O2'):
             dis = self.compile('aarch64-linux-gnu-gcc', opt)
-            # movz xzr, #0x1001, lsl #48 and #0x2fff, lsl #48
-            self.assertIn('d2e2003f', dis)
-            self.assertIn('d2e5ffff', dis)
-            markers = re.findall(r'\bd2e[0-9a-f]{3}[13579bdf]f\b', dis)
+            # movz xzr, #0xb101, lsl #48 and #0xb2ff, lsl #48: magic 0xb, then the
+            # start of phase 1 and the end of phase 255
+            self.assertIn('d2f6203f', dis)
+            self.assertIn('d2f65fff', dis)
+            markers = re.findall(r'\bd2f6[0-9a-f]{2}[13579bdf]f\b', dis)
             self.assertGreaterEqual(len(markers), 2 * 16 + 1)
 
     def test_no_code_elsewhere(self) -> None:

@@ -158,8 +158,6 @@ static int contend(unsigned int phase, size_t stride, int nthreads)
 	return bad;
 }
 
-#define MARK_START_5	KLOC_MARK_PAYLOAD(KLOC_MARK_KIND_START, 5)
-#define MARK_END_5	KLOC_MARK_PAYLOAD(KLOC_MARK_KIND_END, 5)
 
 /*
  * Phase 5: the markers and the loop in one asm statement, so that the
@@ -173,15 +171,16 @@ static void exact_loop(long n)
 			     "1:\tdec %0\n\tjnz 1b\n\t"
 			     ".byte 0x0f, 0x1f, 0x80\n\t.long %c2"
 			     : "+r" (n)
-			     : "i" ((KLOC_MARK_MAGIC << 16) | MARK_START_5),
-			       "i" ((KLOC_MARK_MAGIC << 16) | MARK_END_5)
+			     : "i" (KLOC_MARK_IMM_X86(KLOC_MARK_KIND_START, 5)),
+			       "i" (KLOC_MARK_IMM_X86(KLOC_MARK_KIND_END, 5))
 			     : "cc", "memory");
 #elif defined(__aarch64__)
 	__asm__ __volatile__(".inst 0xd2e0001f | (%c1 << 5)\n"
 			     "1:\tsubs %0, %0, #1\n\tb.ne 1b\n\t"
 			     ".inst 0xd2e0001f | (%c2 << 5)"
 			     : "+r" (n)
-			     : "i" (MARK_START_5), "i" (MARK_END_5)
+			     : "i" (KLOC_MARK_IMM_A64(KLOC_MARK_KIND_START, 5)),
+			       "i" (KLOC_MARK_IMM_A64(KLOC_MARK_KIND_END, 5))
 			     : "cc", "memory");
 #else
 	(void)n;
