@@ -292,14 +292,20 @@ def t_quantile(q: float, df: float) -> float:
     return (lo + hi) / 2
 
 
-def welch(a: list[float], b: list[float]) -> TTest:
-    """Welch's two-sided t-test of the means; no equal-variance assumption."""
+def _moments(a: list[float], b: list[float],
+             what: str) -> tuple[int, int, float, float, float, float]:
+    """Sizes, means and sample variances of both sides, for Welch's test and interval."""
     n, m = len(a), len(b)
     if n < 2 or m < 2:
-        raise StatsError("Welch's t-test needs at least 2 values a side")
+        raise StatsError(f'{what} needs at least 2 values a side')
     ma, mb = sum(a) / n, sum(b) / m
-    va = sum((x - ma) ** 2 for x in a) / (n - 1)
-    vb = sum((x - mb) ** 2 for x in b) / (m - 1)
+    return (n, m, ma, mb, sum((x - ma) ** 2 for x in a) / (n - 1),
+            sum((x - mb) ** 2 for x in b) / (m - 1))
+
+
+def welch(a: list[float], b: list[float]) -> TTest:
+    """Welch's two-sided t-test of the means; no equal-variance assumption."""
+    n, m, ma, mb, va, vb = _moments(a, b, "Welch's t-test")
     se2 = va / n + vb / m
     if se2 == 0:
         return TTest(0.0 if ma == mb else math.copysign(math.inf, mb - ma), n + m - 2.0,
@@ -365,12 +371,7 @@ def welch_ci(a: list[float], b: list[float], level: float = 0.95) -> Interval:
 
     It excludes 0 exactly when welch() has p < 1 - level.
     """
-    n, m = len(a), len(b)
-    if n < 2 or m < 2:
-        raise StatsError("Welch's interval needs at least 2 values a side")
-    ma, mb = sum(a) / n, sum(b) / m
-    va = sum((x - ma) ** 2 for x in a) / (n - 1)
-    vb = sum((x - mb) ** 2 for x in b) / (m - 1)
+    n, m, ma, mb, va, vb = _moments(a, b, "Welch's interval")
     se = math.sqrt(va / n + vb / m)
     if se == 0:
         return Interval(mb - ma, mb - ma, level)
