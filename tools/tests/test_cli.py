@@ -189,3 +189,35 @@ class DroppedEditsTest(unittest.TestCase):
                 break
         self.assertEqual(Path(a).parent, Path(b).parent)
         self.assertNotEqual(a, b)
+
+
+class RequestsTest(unittest.TestCase):
+    """A command's request carries OUT absolute: make -C and rsync run the stock
+    kselftest install in the tree's folders, where a relative OUT (make's default,
+    out) names nothing (make test's guest and LAVA phases failed so)."""
+
+    def test_out_is_absolute_in_every_request(self) -> None:
+        from kloc.bench import single
+        from kloc.cli import handlers
+        from kloc.lava import workflow as lava_workflow
+        from kloc.review import workflow as review_workflow
+        from kloc.trees.sources import Tree
+        from kloc.version import KernelVersion
+        for command in ('guest', 'lava', 'review'):
+            out = handlers._out_dir(cli.parser().parse_args([command, '--out', 'rel/out']))
+            self.assertTrue(out.is_absolute(), command)
+            self.assertEqual(out, Path('rel/out').resolve())
+        tree = Tree(Path('/t/linux'), KernelVersion(6, 12), 'debian')
+        with self.assertRaisesRegex(ValueError, 'OUT must be absolute'):
+            single.Request(tree=tree, arch='x86_64', alloc='slub', topology='x86_64_2n',
+                           seconds=1.0, timeout=60, counted=0, out=Path('out'))
+        with self.assertRaisesRegex(ValueError, 'OUT must be absolute'):
+            lava_workflow.Request(tree=tree, cache=Path('/c'), out=Path('out'),
+                                  topologies=(), timeout=None, seconds=1.0,
+                                  artifacts_url='', run=False)
+        with self.assertRaisesRegex(ValueError, 'OUT must be absolute'):
+            review_workflow.Request(tree=tree, cache=Path('/c'), out=Path('out'), patch=None,
+                                    aa=True, tag='0', topologies=(), bench_topology='x',
+                                    runs=2, seconds=1.0, alpha=0.05, timeout=1, jobs=1,
+                                    mde=3.6, counted=0, kunit=True, bench=True, force=False,
+                                    review_package=False)

@@ -26,7 +26,7 @@ import unittest
 from pathlib import Path
 
 from kloc.bench import metrics
-from kloc.counting.counts import PHASE_ALL, PHASE_SINGLE
+from kloc.counting.counts import PHASE_ALL, PHASE_SINGLE, marker_define
 from kloc.paths import PACKAGE_ROOT, cache_dir
 
 SOURCE = PACKAGE_ROOT / 'selftests' / 'lo_counters'
@@ -577,10 +577,12 @@ class Markers(unittest.TestCase):
         if os.uname().machine != 'x86_64':
             self.skipTest('checks the x86_64 encoding')
         code = Built.binary.read_bytes()
-        magic = 0x4b4c << 16
+        magic = marker_define('KLOC_MARK_MAGIC') << 16
         for phase in (PHASE_SINGLE, PHASE_ALL):
-            for kind, what in ((1, 'start'), (2, 'end')):
-                nop = b'\x0f\x1f\x80' + struct.pack('<I', magic | kind << 12 | phase)
+            for kind, what in ((marker_define('KLOC_MARK_KIND_START'), 'start'),
+                               (marker_define('KLOC_MARK_KIND_END'), 'end')):
+                # disp32 of nopl: the magic, then the kind in bits 11..8 and the phase
+                nop = b'\x0f\x1f\x80' + struct.pack('<I', magic | kind << 8 | phase)
                 self.assertIn(nop, code, f'no {what} marker of phase {phase}')
 
     def test_the_record_has_the_datagrams_of_each_window(self) -> None:

@@ -27,6 +27,11 @@ class Request:
     counted: int            # counted boots after the timed one
     out: Path               # OUT: the guest's files go to OUT/guest/<name>
 
+    def __post_init__(self) -> None:
+        if not self.out.is_absolute():
+            raise ValueError(f'{self.out}: OUT must be absolute here (the commands run '
+                             'in other folders)')
+
 
 def check(req: Request) -> tuple[guest.Guest, topology.Topology]:
     """Refuse what cannot run (SLAB on 6.8+, a topology of another arch, counted boots

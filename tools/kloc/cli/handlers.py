@@ -30,6 +30,12 @@ def _tree(args: argparse.Namespace) -> Tree:
     return resolve(args.kernel, args.kdir, cache_dir())
 
 
+def _out_dir(args: argparse.Namespace) -> Path:
+    """OUT as an absolute path, for a request: the commands it runs (make -C, rsync)
+    run in other folders."""
+    return Path(args.out).resolve()
+
+
 def _out(args: argparse.Namespace) -> Path:
     """OUT, made and marked as kloc's (for make clean): once the command's inputs are
     checked, before it writes results."""
@@ -145,7 +151,7 @@ def guest(args: argparse.Namespace) -> int:
     counted."""
     req = single.Request(tree=_tree(args), arch=args.arch, alloc=args.alloc,
                          topology=args.topology, seconds=args.seconds,
-                         timeout=args.timeout, counted=args.counted, out=Path(args.out))
+                         timeout=args.timeout, counted=args.counted, out=_out_dir(args))
     single.check(req)
     _out(args)
     _install(req.tree, args)
@@ -172,7 +178,7 @@ def review(args: argparse.Namespace) -> int:
     patch = Path(args.patch) if args.patch else None
     review_workflow.check_what(patch, args.aa, args.bench, not args.no_kunit)
     req = review_workflow.Request(
-        tree=_tree(args), cache=cache_dir(), out=Path(args.out), patch=patch, aa=args.aa,
+        tree=_tree(args), cache=cache_dir(), out=_out_dir(args), patch=patch, aa=args.aa,
         tag=args.tag,
         topologies=args.topologies, bench_topology=args.bench_topology, runs=args.runs,
         seconds=args.seconds, alpha=args.alpha, timeout=args.timeout, jobs=args.jobs,
@@ -194,7 +200,7 @@ def qemu(args: argparse.Namespace) -> int:
 def lava(args: argparse.Namespace) -> int:
     """Write the LAVA jobs; with --run, run them here with lava-run and read them back."""
     req = lava_workflow.Request(
-        tree=_tree(args), cache=cache_dir(), out=Path(args.out), topologies=args.topologies,
+        tree=_tree(args), cache=cache_dir(), out=_out_dir(args), topologies=args.topologies,
         timeout=args.timeout, seconds=args.seconds, artifacts_url=args.artifacts_url,
         run=args.run, compare=args.compare, direct_boots=args.direct_boots,
         only=tuple(j for j in args.only.split(',') if j))

@@ -16,8 +16,8 @@ from kloc.counting.plugin import MARKER_H, PLUGIN_NAME, c_define
 
 def marker_define(name: str, header: Path = MARKER_H) -> int:
     """The number kloc-marker.h #defines as name: the C and Python share it from there."""
-    return int(c_define(header, name, r'(\d+)U?\b', '<number>',
-                        'the counted figures need that window number from it'))
+    return int(c_define(header, name, r'(0x[0-9a-fA-F]+|\d+)U?\b', '<number>',
+                        'the counted figures need that number from it'), 0)
 
 
 # The kselftest's windows (selftests/lo_counters/lo_counters.c marks them)

@@ -30,6 +30,11 @@ class Request:
     direct_boots: int = 3
     only: tuple[str, ...] = ()  # job names; () for every job
 
+    def __post_init__(self) -> None:
+        if not self.out.is_absolute():
+            raise ValueError(f'{self.out}: OUT must be absolute here (the commands run '
+                             'in other folders)')
+
 
 @dataclass(frozen=True)
 class Result:

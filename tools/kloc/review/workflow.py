@@ -40,6 +40,11 @@ class Request:
     review_package: bool
     runner: interleave.Runner = interleave.run
 
+    def __post_init__(self) -> None:
+        if not self.out.is_absolute():
+            raise ValueError(f'{self.out}: OUT must be absolute here (the commands run '
+                             'in other folders)')
+
 
 @dataclass(frozen=True)
 class Prepared:
