@@ -121,6 +121,9 @@ class Report(unittest.TestCase):
                 if t.getAttribute('font-weight') == 'bold']
         self.assertEqual(len(bold), len(diffs))
         self.assertTrue(all(len(t) <= plot.TITLE_CHARS for t in bold), bold)
+        under = [t for t in texts if ' p=' in t]      # the line under each title
+        self.assertEqual(len(under), len(diffs))
+        self.assertTrue(all(len(t) <= plot.SUBTITLE_CHARS for t in under), under)
 
 
 if __name__ == '__main__':

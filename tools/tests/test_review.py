@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -494,9 +495,11 @@ class HonestVerdicts(unittest.TestCase):
         self.assertTrue(near)
         svg = plot.render(counted, 'base', 'patched', 'noop')
         self.assertNotIn('nan', svg)
+        under = re.findall(r'>([^<]* p=[^<]*)<', svg)      # the line under each title
+        self.assertEqual(len(under), len(counted))
+        self.assertTrue(all(len(t) <= plot.SUBTITLE_CHARS for t in under), under)
         for d in near:
-            self.assertIn(f'{d.absolute.change:+.3g} {d.figure.unit}, ' if d.absolute else '',
-                          svg)
+            self.assertIn(f'{d.absolute.change:+.2g}/packet, ' if d.absolute else '', svg)
         base = Tree(Path('/t/linux-6.12/src'), debian_tree('6.12').version, 'debian')
         with tempfile.TemporaryDirectory() as tmp:
             store = open_store(Path(tmp) / 'counted.jsonl', {'test': 'near zero'})

@@ -18,6 +18,7 @@ COLOURS = ('#1f77b4', '#d62728')
 
 
 TITLE_CHARS = 40        # what fits a panel's width in bold 11 px
+SUBTITLE_CHARS = 50     # and in regular 11 px (about 5.2 px a character), the line under it
 
 
 def _fmt(v: float, step: float) -> str:
@@ -67,8 +68,19 @@ def _change(d: Difference) -> str:
     """The change as the report gives it: percent, or for a count near zero its change
     in events a packet (a percent of a near-zero base says nothing)."""
     if d.absolute is not None:
-        return f'{d.absolute.change:+.3g} {d.figure.unit}'
+        return f'{d.absolute.change:+.2g}/packet'
     return f'{d.change_pct:+.2f}%'
+
+
+def _subtitle(d: Difference) -> str:
+    """The change, its p and the verdict, on one line that fits the panel: "Holm" goes
+    first, then the verdict is cut."""
+    p = f'p={d.p_adjusted:.3g}'
+    for holm in (('Holm ' if d.figure.primary else ''), ''):
+        text = f'{_change(d)}, {holm}{p}, {verdict_words(d)}'
+        if len(text) <= SUBTITLE_CHARS:
+            return text
+    return text[:SUBTITLE_CHARS - 1] + '\u2026'
 
 
 def _panel(d: Difference, x0: int, y0: int) -> list[str]:
@@ -81,11 +93,8 @@ def _panel(d: Difference, x0: int, y0: int) -> list[str]:
     def y(v: float) -> float:
         return bottom - (v - lo) / (hi - lo) * (bottom - top)
 
-    verdict = verdict_words(d)
     out = [f'<text x="{x0}" y="{y0 + 12}" font-weight="bold">{escape(_title(d))}</text>',
-           f'<text x="{x0}" y="{y0 + 25}">{_change(d)}, '
-           f'{"Holm " if d.figure.primary else ""}p={d.p_adjusted:.3g}, '
-           f'{verdict}</text>',
+           f'<text x="{x0}" y="{y0 + 25}">{escape(_subtitle(d))}</text>',
            f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#888"/>']
     for t in range(5):
         v = lo + (hi - lo) * t / 4
