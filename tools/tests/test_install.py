@@ -12,7 +12,8 @@ import unittest
 from pathlib import Path
 
 from kloc.series import changes, install, mail, planning
-from kloc.series.state import InstallError, is_installed
+from kloc.trees import linkcopy
+from kloc.series.state import InstallError
 from kloc.series.patching import touched_files
 from kloc.version import KernelVersion
 
@@ -170,16 +171,20 @@ class SeriesTest(unittest.TestCase):
 
 
 class FullTreeTest(unittest.TestCase):
-    """make install then make uninstall leaves a pristine 6.12 tree as it was."""
+    """make install then make uninstall leaves a pristine 6.12 tree as it was.
+
+    On a hard-linked copy of the cached tree (every write is a new inode, so the
+    cache keeps its files): the tool tests run in parallel, and others build the
+    kselftest from the cached tree while this one takes the package out of it."""
 
     def test_full_tree_round_trip(self) -> None:
-        tree = debian_tree('6.12')
-        was_installed = is_installed(tree.path)
-        install.uninstall(tree.path)
-        before = snapshot(tree.path)
-        install.install(tree.path, tree.version, SERIES)
-        self.assertNotEqual(snapshot(tree.path), before)
-        install.uninstall(tree.path)
-        self.assertEqual(snapshot(tree.path), before)
-        if was_installed:
-            install.install(tree.path, tree.version, SERIES)
+        with tempfile.TemporaryDirectory(prefix='kloc-full-tree-') as tmp:
+            cached = debian_tree('6.12')
+            path = Path(tmp) / 'linux'
+            linkcopy.copy(cached.path, path)
+            install.uninstall(path)
+            before = snapshot(path)
+            install.install(path, cached.version, SERIES)
+            self.assertNotEqual(snapshot(path), before)
+            install.uninstall(path)
+            self.assertEqual(snapshot(path), before)
