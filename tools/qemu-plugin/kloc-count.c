@@ -59,6 +59,10 @@
  *   invalidations, shared) follows who translated each TB. The plugin cannot
  *   see the running vCPU; QEMU 7.2, or thread=multi, passes the right one.
  *
+ * An access that crosses a page boundary is two: the bytes on each page are
+ * looked up at that page's own physical address (the pages need not be
+ * adjacent in RAM); both count as one load or store, on the first page's node.
+ *
  * Memory (QEMU 9.0 on): outside windows TBs are translated without memory
  * callbacks. A window's start asks qemu_plugin_reset(), which QEMU does in
  * exclusive context once the marking vCPU leaves its TB (under thread=single
@@ -112,6 +116,7 @@
 #define MAX_NODES 64
 #define MAX_SEGS 16
 #define LINE_SHIFT 6
+#define MIN_PAGE 4096U		/* an access's two halves are looked up apart */
 #define PC_SLOTS 8
 
 /* Scoreboards came with plugin API 2 (QEMU 9.0); resets tried on QEMU 10.0 (API 4). */
@@ -635,6 +640,32 @@ static uint64_t line_bytes(uint64_t gpa, unsigned int size, uint64_t lg)
 	return (hi - lo == line ? ~0ULL : ((1ULL << (hi - lo)) - 1)) << lo;
 }
 
+/* The guest-physical address of raw in its RAM range s. */
+static uint64_t gpa_of(struct seg *s, uint64_t raw)
+{
+	return s->gpa + (raw - s->raw_lo);
+}
+
+/*
+ * The lines that bytes [gpa, gpa + size) of one page touch; vaddr is gpa's
+ * virtual address. A range the RAM map does not cover ends the walk.
+ */
+static void access_lines(struct vcpu *v, struct seg *s, uint64_t gpa, uint64_t vaddr,
+			 unsigned int size, bool store, int p, unsigned int vcpu_index,
+			 uint64_t pc, struct counts *c)
+{
+	uint64_t first = gpa >> LINE_SHIFT, last = (gpa + size - 1) >> LINE_SHIFT;
+
+	for (uint64_t l = first; l <= last; l++) {
+		uint64_t lg = l << LINE_SHIFT;
+
+		if (lg > s->gpa + (s->raw_hi - s->raw_lo))
+			break;	/* the rest is in another range: not modelled */
+		line_access(v, s, lg, vaddr + (lg > gpa ? lg - gpa : 0), p, vcpu_index,
+			    store ? line_bytes(gpa, size, lg) : 0, pc, c);
+	}
+}
+
 static void vcpu_mem(unsigned int vcpu_index, qemu_plugin_meminfo_t info,
 		     uint64_t vaddr, void *udata)
 {
@@ -643,8 +674,8 @@ static void vcpu_mem(unsigned int vcpu_index, qemu_plugin_meminfo_t info,
 	struct counts *c;
 	struct qemu_plugin_hwaddr *hw;
 	bool store;
-	uint64_t raw, gpa, first, last;
-	unsigned int size;
+	uint64_t raw, pc = (uint64_t)(uintptr_t)udata;
+	unsigned int size, head;
 	struct seg *s;
 
 	if (p < 0)
@@ -667,23 +698,27 @@ static void vcpu_mem(unsigned int vcpu_index, qemu_plugin_meminfo_t info,
 		c->unmapped++;
 		return;
 	}
-	gpa = s->gpa + (raw - s->raw_lo);
 	if (s->node == v->node)
 		c->local++;
 	else
 		c->remote++;
 	size = 1U << qemu_plugin_mem_size_shift(info);
-	first = gpa >> LINE_SHIFT;
-	last = (gpa + size - 1) >> LINE_SHIFT;
-	for (uint64_t l = first; l <= last; l++) {
-		uint64_t lg = l << LINE_SHIFT;
-
-		if (lg > s->gpa + (s->raw_hi - s->raw_lo))
-			break;	/* the rest is in another range: not modelled */
-		line_access(v, s, lg, vaddr + (lg > gpa ? lg - gpa : 0), p, vcpu_index,
-			    store ? line_bytes(gpa, size, lg) : 0,
-			    (uint64_t)(uintptr_t)udata, c);
+	/* the bytes on vaddr's page; smaller pages than 4 KiB are not modelled */
+	head = MIN_PAGE - (vaddr & (MIN_PAGE - 1));
+	if (head >= size) {
+		access_lines(v, s, gpa_of(s, raw), vaddr, size, store, p, vcpu_index, pc, c);
+		return;
 	}
+	access_lines(v, s, gpa_of(s, raw), vaddr, head, store, p, vcpu_index, pc, c);
+	/* the tail is on the next page, wherever that is: look it up */
+	hw = qemu_plugin_get_hwaddr(info, vaddr + head);
+	if (!hw || qemu_plugin_hwaddr_is_io(hw))
+		return;
+	raw = qemu_plugin_hwaddr_phys_addr(hw);
+	s = seg_of(raw);
+	if (s)
+		access_lines(v, s, gpa_of(s, raw), vaddr + head, size - head, store, p,
+			     vcpu_index, pc, c);
 }
 
 static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)

@@ -521,7 +521,7 @@ class _Boot(unittest.TestCase):
 
     def test_windows(self) -> None:
         c = self.counts
-        self.assertEqual(sorted(c.phases), [1, 2, 3, 4, 5, 6])
+        self.assertEqual(sorted(c.phases), [1, 2, 3, 4, 5, 6, 7])
         self.assertEqual((c.bad_markers, c.unmatched_ends, c.nested_starts, c.open_phase),
                          (0, 0, 0, None))
         self.assertEqual(c.vcpu_threads, 1)   # thread=single: no concurrent callbacks
@@ -540,6 +540,17 @@ class _Boot(unittest.TestCase):
         # the sweep: 4 passes over 1 MiB of u64, a load and a store each
         self.assertGreater(remote.loads, 4 * 131072)
         self.assertGreater(remote.stores, 4 * 131072)
+
+    def test_page_crossing_store(self) -> None:
+        """Phase 7: a counter across two pages on different nodes, and another on the
+        second page's first line. Only the crossing counter's tail, looked up at its
+        own page's address, shares that line: false sharing from the first round
+        on. Looked up as if the pages were adjacent, the tail lands elsewhere."""
+        cross = self.counts.phase(7)
+        print(f'\npage-crossing: {cross.total("false_shared")} false-sharing stores, '
+              f'{cross.total("invalidations")} invalidations', end=' ')
+        self.assertTrue(self.record['counters_exact'])
+        self.assertGreaterEqual(cross.total('false_shared'), ITERS)
 
     def test_false_sharing(self) -> None:
         packed, padded = self.counts.phase(3), self.counts.phase(4)

@@ -13,6 +13,12 @@
  *            instructions
  *   phase 6  one thread per CPU, all adding atomically to one counter
  *            (true sharing: the same bytes, which is not false sharing)
+ *   phase 7  two threads, on CPU 0 and on a CPU of node 1: one increments
+ *            an 8-byte counter that straddles two pages (the first bound to
+ *            node 0, the second to node 1, so never physically adjacent),
+ *            the other a counter 8 bytes into the second page: false
+ *            sharing, on the second page's first line, that only a plugin
+ *            looking up the second page's own address sees
  *
  * and writes what it did as one JSON line to the file given with -j.
  * Static, no libnuma: mbind and get_mempolicy are raw syscalls.
@@ -103,6 +109,7 @@ struct worker {
 	volatile uint64_t *slot;
 	int cpu;
 	int shared;		/* every thread adds to the same counter */
+	int unaligned;		/* slot is not 8-byte aligned */
 };
 
 static atomic_int ready, go;
@@ -118,11 +125,37 @@ static void *work(void *arg)
 	if (w->shared) {
 		for (long i = 0; i < iters; i++)
 			__atomic_fetch_add(w->slot, 1, __ATOMIC_RELAXED);
+	} else if (w->unaligned) {
+		/* one 8-byte load and one 8-byte store, wherever slot is */
+		for (long i = 0; i < iters; i++) {
+			uint64_t v;
+
+			memcpy(&v, (void *)w->slot, sizeof(v));
+			v++;
+			memcpy((void *)w->slot, &v, sizeof(v));
+			__asm__ __volatile__("" : : : "memory");
+		}
 	} else {
 		for (long i = 0; i < iters; i++)
 			(*w->slot)++;
 	}
 	return NULL;
+}
+
+/* Start the workers' threads, and count, in window phase, while they run. */
+static void run_workers(unsigned int phase, struct worker *w, int n)
+{
+	atomic_store(&ready, 0);
+	atomic_store(&go, 0);
+	for (int i = 0; i < n; i++)
+		pthread_create(&w[i].thread, NULL, work, &w[i]);
+	while (atomic_load(&ready) < n)
+		sched_yield();
+	kloc_mark_start(phase);
+	atomic_store(&go, 1);
+	for (int i = 0; i < n; i++)
+		pthread_join(w[i].thread, NULL);
+	kloc_mark_end(phase);
 }
 
 /*
@@ -136,26 +169,52 @@ static int contend(unsigned int phase, size_t stride, int nthreads)
 	int bad = 0;
 
 	memset(slots, 0, sizeof(slots));
-	atomic_store(&ready, 0);
-	atomic_store(&go, 0);
+	memset(w, 0, sizeof(w));
 	for (int i = 0; i < nthreads; i++) {
 		w[i].slot = &slots[i * stride / sizeof(uint64_t)];
 		w[i].cpu = i;
 		w[i].shared = !stride;
-		pthread_create(&w[i].thread, NULL, work, &w[i]);
 	}
-	while (atomic_load(&ready) < nthreads)
-		sched_yield();
-	kloc_mark_start(phase);
-	atomic_store(&go, 1);
-	for (int i = 0; i < nthreads; i++)
-		pthread_join(w[i].thread, NULL);
-	kloc_mark_end(phase);
+	run_workers(phase, w, nthreads);
 	if (!stride)
 		return slots[0] != (uint64_t)nthreads * (uint64_t)iters;
 	for (int i = 0; i < nthreads; i++)
 		bad |= *w[i].slot != (uint64_t)iters;
 	return bad;
+}
+
+/*
+ * Phase 7: a counter across the boundary of two pages bound to different
+ * nodes, and another on the second page's first line. Returns 0 when both
+ * reached iters.
+ */
+static int page_cross(unsigned int phase, int cpu1)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	unsigned long node0 = 1UL << 0, node1 = 1UL << 1;
+	struct worker w[2];
+	uint64_t a, b;
+	char *p = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+
+	if (p == MAP_FAILED ||
+	    syscall(SYS_mbind, p, page, MPOL_BIND, &node0, 8 * sizeof(node0), 0) ||
+	    syscall(SYS_mbind, p + page, page, MPOL_BIND, &node1, 8 * sizeof(node1), 0)) {
+		fprintf(stderr, "page_cross: %s\n", strerror(errno));
+		return 1;
+	}
+	memset(p, 0, 2 * page);
+	memset(w, 0, sizeof(w));
+	w[0].slot = (volatile uint64_t *)(p + page - 4);	/* bytes 0..3 of page 2 */
+	w[0].unaligned = 1;
+	w[0].cpu = 0;
+	w[1].slot = (volatile uint64_t *)(p + page + 8);	/* bytes 8..15 of page 2 */
+	w[1].cpu = cpu1;
+	run_workers(phase, w, 2);
+	memcpy(&a, p + page - 4, sizeof(a));
+	memcpy(&b, p + page + 8, sizeof(b));
+	munmap(p, 2 * page);
+	return a != (uint64_t)iters || b != (uint64_t)iters;
 }
 
 
@@ -191,7 +250,7 @@ int main(int argc, char **argv)
 {
 	const char *json = NULL;
 	int opt, cpu1, remote_node = -1, local_node = -1, nthreads;
-	int bad_packed, bad_padded, bad_shared;
+	int bad_packed, bad_padded, bad_shared, bad_cross;
 	uint64_t *remote, *local;
 	FILE *f;
 
@@ -239,6 +298,7 @@ int main(int argc, char **argv)
 	bad_packed = contend(3, 8, nthreads);
 	bad_padded = contend(4, 64, nthreads);
 	bad_shared = contend(6, 0, nthreads);
+	bad_cross = page_cross(7, cpu1);
 
 	pin(0);
 	if (iters > 0)
@@ -251,9 +311,10 @@ int main(int argc, char **argv)
 		"\"threads\": %d, \"iters\": %ld, \"passes\": %d, \"buffer_bytes\": %d, "
 		"\"counters_exact\": %s, \"sink\": %llu}\n", cpu1, remote_node, local_node,
 		nthreads, iters, passes, BUF_BYTES,
-		bad_packed || bad_padded || bad_shared ? "false" : "true",
+		bad_packed || bad_padded || bad_shared || bad_cross ? "false" : "true",
 		(unsigned long long)sink);
 	if (f != stdout)
 		fclose(f);
-	return bad_packed || bad_padded || bad_shared || remote_node != 0 || local_node != 1;
+	return bad_packed || bad_padded || bad_shared || bad_cross || remote_node != 0 ||
+	       local_node != 1;
 }
