@@ -17,6 +17,7 @@ from pathlib import Path
 
 from kloc.counting.errors import CountingError
 from kloc.kunitpy import ktap
+from kloc.series import changes, install
 from kloc.trees import kernels, sources
 from kloc.paths import cache_dir
 
@@ -29,6 +30,14 @@ def debian_tree(kernel: str) -> sources.Tree:
     if not sources.tarball_path(kernel).exists():
         raise unittest.SkipTest(f'linux-source-{kernel} is not installed (make deps)')
     return sources.debian_tree(kernel, cache_dir())
+
+
+def installed_tree(kernel: str) -> sources.Tree:
+    """The cached Debian tree carrying the package, as make guest leaves it: installed
+    here (nothing is written if it already is), not assumed from an earlier command."""
+    tree = debian_tree(kernel)
+    install.install(tree.path, tree.version, changes.load_series())
+    return tree
 
 
 @functools.cache

@@ -41,7 +41,7 @@ from kloc.trees import kernels, sources
 from kloc.paths import cache_dir
 from kloc.version import KernelVersion, tree_version
 
-from .helpers import debian_tree, tree_snapshot
+from .helpers import debian_tree, installed_tree, tree_snapshot
 
 TOOLS = Path(__file__).resolve().parents[1]
 KSFT = 'tools/testing/selftests'
@@ -260,6 +260,7 @@ class StockInGuest(unittest.TestCase):
         built = [g for g in lava_export.guests(tree) if g.arch == 'x86_64']
         if not built:
             self.skipTest('no x86_64 guest of 6.12 is built (make guest)')
+        installed_tree('6.12')
         g = built[0]
         with tempfile.TemporaryDirectory(prefix='kloc-ksft-guest-') as tmp:
             binary = guest.static_selftest('x86_64', tree.path / KSFT, Path(tmp))

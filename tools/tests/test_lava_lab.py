@@ -28,7 +28,7 @@ from kloc.lava import device, export, jobs, lab, local, remote, yamlio
 from kloc.paths import cache_dir
 from kloc.qemu import topology
 
-from .helpers import debian_tree
+from .helpers import debian_tree, installed_tree
 from .test_lava import _lava_common_validate as lava_common_validate
 
 
@@ -107,6 +107,7 @@ class DefinitionsTest(unittest.TestCase):
         built = [g for g in export.guests(tree) if g.arch == 'x86_64']
         if not built:
             raise unittest.SkipTest('no x86_64 guest of 6.12 is built (make guest)')
+        installed_tree('6.12')
         cls.tmp = Path(tempfile.mkdtemp(prefix='kloc-test-lab-'))
         initrd = export.selftest_initramfs(tree, 'x86_64', 1.0, cls.tmp / 'work')
         g = built[0]
