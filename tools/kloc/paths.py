@@ -258,6 +258,14 @@ class OutError(KlocError):
     """OUT is not a folder that make clean may remove, or its marker is damaged."""
 
 
+def require_absolute_out(out: Path) -> None:
+    """A command's request holds OUT absolute: the commands it runs (make -C, rsync)
+    run in other folders, where a relative OUT names nothing."""
+    if not out.is_absolute():
+        raise ValueError(f'{out}: OUT must be absolute here (the commands run in other '
+                         'folders)')
+
+
 def mark_out(out: Path) -> Path:
     """OUT, made if missing (with its parents), and marked as kloc's: OUT_MARKER says
     whether kloc made the folder (make clean then removes it whole) or found it (make

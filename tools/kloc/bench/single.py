@@ -14,6 +14,7 @@ from kloc.bench import counted as counted_runs
 from kloc.guests import guest
 from kloc.qemu import topology
 from kloc.trees.sources import Tree
+from kloc.paths import require_absolute_out
 
 
 @dataclass(frozen=True)
@@ -28,9 +29,7 @@ class Request:
     out: Path               # OUT: the guest's files go to OUT/guest/<name>
 
     def __post_init__(self) -> None:
-        if not self.out.is_absolute():
-            raise ValueError(f'{self.out}: OUT must be absolute here (the commands run '
-                             'in other folders)')
+        require_absolute_out(self.out)
 
 
 def check(req: Request) -> tuple[guest.Guest, topology.Topology]:
@@ -46,9 +45,10 @@ def check(req: Request) -> tuple[guest.Guest, topology.Topology]:
     return g, topo
 
 
-def run(req: Request, emit: Callable[[str], None] = print) -> bool:
-    """Build, boot once timed, then counted; emit each result. False: a boot failed."""
-    g, topo = check(req)
+def run(req: Request, g: guest.Guest, topo: topology.Topology,
+        emit: Callable[[str], None] = print) -> bool:
+    """Build g, boot it on topo once timed, then counted; emit each result. False: a
+    boot failed. g and topo: what check(req) returned."""
     out = req.out / 'guest' / g.name
     out.mkdir(parents=True, exist_ok=True)
     guest.build(g, out)

@@ -152,10 +152,10 @@ def guest(args: argparse.Namespace) -> int:
     req = single.Request(tree=_tree(args), arch=args.arch, alloc=args.alloc,
                          topology=args.topology, seconds=args.seconds,
                          timeout=args.timeout, counted=args.counted, out=_out_dir(args))
-    single.check(req)
+    g, topo = single.check(req)
     _out(args)
     _install(req.tree, args)
-    return 0 if single.run(req) else 1
+    return 0 if single.run(req, g, topo) else 1
 
 
 def run_compare(args: argparse.Namespace) -> int:

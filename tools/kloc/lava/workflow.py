@@ -14,6 +14,7 @@ from kloc.kcidb import record
 from kloc.kunitpy import junit
 from kloc.lava import export, kcidb, local, session
 from kloc.trees.sources import Tree
+from kloc.paths import require_absolute_out
 
 
 @dataclass(frozen=True)
@@ -31,9 +32,7 @@ class Request:
     only: tuple[str, ...] = ()  # job names; () for every job
 
     def __post_init__(self) -> None:
-        if not self.out.is_absolute():
-            raise ValueError(f'{self.out}: OUT must be absolute here (the commands run '
-                             'in other folders)')
+        require_absolute_out(self.out)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from kloc.qemu import topology
 from kloc.review import patch_input, reporting, review
 from kloc.review.errors import ReviewError
 from kloc.trees.sources import Tree
+from kloc.paths import require_absolute_out
 
 
 @dataclass(frozen=True)
@@ -41,9 +42,7 @@ class Request:
     runner: interleave.Runner = interleave.run
 
     def __post_init__(self) -> None:
-        if not self.out.is_absolute():
-            raise ValueError(f'{self.out}: OUT must be absolute here (the commands run '
-                             'in other folders)')
+        require_absolute_out(self.out)
 
 
 @dataclass(frozen=True)
@@ -77,7 +76,7 @@ def check(req: Request) -> Prepared:
     opts = review.ReviewOptions(
         topologies=req.topologies, bench_topology=req.bench_topology, runs=req.runs,
         seconds=req.seconds, alpha=req.alpha, timeout=req.timeout, jobs=req.jobs,
-        out=req.out.resolve() / 'review' / name, kunit=req.kunit, bench=req.bench,
+        out=req.out / 'review' / name, kunit=req.kunit, bench=req.bench,
         aa=patch is None, force=req.force, mde=req.mde, counted=req.counted,
         runner=req.runner, review_package=req.review_package)
     if req.bench and req.counted:
