@@ -199,9 +199,7 @@ def runs_needed(d: Difference, delta: float, alpha: float, tests: int) -> int:
 
 
 def _sd(s: SideSummary) -> float:
-    n = len(s.values)
-    mean = sum(s.values) / n
-    return math.sqrt(sum((x - mean) ** 2 for x in s.values) / (n - 1))
+    return stats.sd(s.values)
 
 
 @dataclass(frozen=True)

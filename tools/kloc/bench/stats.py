@@ -42,12 +42,23 @@ def median(xs: list[float]) -> float:
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
+def _mean_var(xs: list[float], what: str = 'a spread',
+              where: str = '') -> tuple[float, float]:
+    """The mean and the sample variance."""
+    if len(xs) < 2:
+        raise StatsError(f'{what} needs at least 2 values{where}')
+    mean = sum(xs) / len(xs)
+    return mean, sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)
+
+
+def sd(xs: list[float]) -> float:
+    """Sample standard deviation."""
+    return math.sqrt(_mean_var(xs)[1])
+
+
 def cv(xs: list[float]) -> float:
     """Coefficient of variation: sample standard deviation over mean."""
-    if len(xs) < 2:
-        raise StatsError('a spread needs at least 2 values')
-    mean = sum(xs) / len(xs)
-    var = sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)
+    mean, var = _mean_var(xs)
     return math.sqrt(var) / mean if mean else math.inf
 
 
@@ -295,12 +306,8 @@ def t_quantile(q: float, df: float) -> float:
 def _moments(a: list[float], b: list[float],
              what: str) -> tuple[int, int, float, float, float, float]:
     """Sizes, means and sample variances of both sides, for Welch's test and interval."""
-    n, m = len(a), len(b)
-    if n < 2 or m < 2:
-        raise StatsError(f'{what} needs at least 2 values a side')
-    ma, mb = sum(a) / n, sum(b) / m
-    return (n, m, ma, mb, sum((x - ma) ** 2 for x in a) / (n - 1),
-            sum((x - mb) ** 2 for x in b) / (m - 1))
+    (ma, va), (mb, vb) = _mean_var(a, what, ' a side'), _mean_var(b, what, ' a side')
+    return len(a), len(b), ma, mb, va, vb
 
 
 def welch(a: list[float], b: list[float]) -> TTest:
