@@ -1,9 +1,16 @@
 # SPDX-License-Identifier: GPL-2.0
-"""An SVG picture of A/B runs: one panel per figure, every run a dot.
+"""An SVG picture of A/B runs: a forest plot of every figure's change, then one
+panel per figure with every run a dot.
 
-Each panel has its own scale. The dots of a side are spread sideways by
-run order; the thick bar is the median and the shaded box its confidence
-interval, so overlap (or none) is visible at a glance.
+The forest plot (forest.py) puts the changes side by side on shared axes, with
+their intervals and the change of interest, so a -0.19% change looks as small
+as it is. Each panel below has its own scale: the dots of a side are spread
+sideways by run order, the thick bar is the median and the shaded box its
+confidence interval, so overlap (or none) is visible at a glance.
+
+Hand-written SVG, as before: no dependency (matplotlib would be one, for two
+kinds of chart), and text output that is the same for the same runs, which a
+test can parse. Boxes of text are nested svg elements, which clip and bound it.
 """
 
 from __future__ import annotations
@@ -11,57 +18,66 @@ from __future__ import annotations
 import math
 from html import escape
 
+from kloc.bench.forest import (BOLD_EM, CHAR_EM, FONT, axis, fit, fit_chars, forest, label,
+                               text, text_width, wrap)
 from kloc.bench.metrics import Difference, verdict_words
 
-PANEL_W, PANEL_H, PAD = 280, 260, 40
+__all__ = ['render', 'axis', 'text_width', 'fit_chars', 'CHAR_EM', 'BOLD_EM', 'FONT',
+           'TITLE_CHARS', 'SUBTITLE_CHARS', 'PANEL_W', 'WIDTH']
+
+PANEL_W, PANEL_H, GAP, MARGIN = 340, 290, 20, 20
+WIDTH = 3 * PANEL_W - GAP + 2 * MARGIN        # the picture, whatever the panels
 COLOURS = ('#1f77b4', '#d62728')
+INNER = PANEL_W - GAP - 4                       # a panel's text, from x = 2
+HEADING_H = 17                                  # a line of the picture's title (14 px)
 
-
-TITLE_CHARS = 40        # what fits a panel's width in bold 11 px
-SUBTITLE_CHARS = 50     # and in regular 11 px (about 5.2 px a character), the line under it
-
-
-def _fmt(v: float, step: float) -> str:
-    """A tick label with as many digits as ticks step apart need to differ:
-    6,543 and 6,568 (not 6.6k twice), 0.452, 3.5; thousands as k from 10,000."""
-    step = abs(step) or abs(v) or 1.0
-    if abs(v) >= 10_000 and step >= 100:
-        d = max(0, 1 - math.floor(math.log10(step / 1000)))
-        return f'{round(v / 1000, d) + 0.0:,.{d}f}k'
-    d = max(0, min(6, 1 - math.floor(math.log10(step))))
-    return f'{round(v, d) + 0.0:,.{d}f}'
-
-
-def _title(d: Difference) -> str:
-    """The figure's title and unit, or its short name where the title would not fit."""
-    title = f'{d.figure.title.split(" (")[0]} ({d.figure.unit})'
-    if len(title) <= TITLE_CHARS:
-        return title
-    short = f'{d.figure.short or d.figure.name} ({d.figure.unit})'
-    return short if len(short) <= TITLE_CHARS else short[:TITLE_CHARS - 1] + '\u2026'
+TITLE_CHARS = fit_chars(INNER, bold=True)       # a line of a panel's title
+SUBTITLE_CHARS = fit_chars(INNER)               # and of the lines under it
 
 
 def render(diffs: list[Difference], a: str, b: str, title: str) -> str:
-    """One panel per figure; a and b label the sides."""
-    cols = min(3, max(1, len(diffs)))
-    rows = (len(diffs) + cols - 1) // cols
-    width, height = cols * PANEL_W + PAD, rows * PANEL_H + 60
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'font-family="sans-serif" font-size="11">',
-           f'<rect width="{width}" height="{height}" fill="white"/>',
-           f'<text x="{PAD // 2}" y="22" font-size="14">{escape(title)}</text>']
-    for lx, (label, colour) in enumerate(zip((a, b), COLOURS)):
-        out.append(f'<circle cx="{PAD // 2 + 6 + 120 * lx}" cy="40" r="4" fill="{colour}"/>'
-                   f'<text x="{PAD // 2 + 14 + 120 * lx}" y="44">{escape(label)}</text>')
+    """The forest plot, then one panel per figure; a and b label the sides."""
+    inner = WIDTH - 2 * MARGIN
+    heading = wrap(title, inner, size=14)
+    y = 24 + HEADING_H * (len(heading) - 1) + 16
+    lead, lead_h = forest(diffs, a, b, inner)
+    legend, legend_h = _sides(a, b, inner)
+    y_sides = y + lead_h + 24
+    y_panels = y_sides + legend_h + 8
+    height = y_panels + math.ceil(len(diffs) / 3) * PANEL_H + MARGIN
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height:.0f}" '
+           f'font-family="sans-serif" font-size="{FONT}">',
+           f'<rect width="{WIDTH}" height="{height:.0f}" fill="white"/>',
+           text(MARGIN, 24, heading, size=14),
+           f'<svg class="sides" x="{MARGIN}" y="{y_sides:.0f}" width="{inner}" '
+           f'height="{legend_h:.0f}">', *legend, '</svg>']
     for i, d in enumerate(diffs):
-        x0 = PAD // 2 + (i % cols) * PANEL_W
-        y0 = 60 + (i // cols) * PANEL_H
-        out += _panel(d, x0, y0)
-        for s_i, label in enumerate((a, b)):
-            out.append(f'<text x="{x0 + 95 + 85 * s_i}" y="{y0 + PANEL_H - 22}" '
-                       f'text-anchor="middle">{escape(label)}</text>')
-    out.append('</svg>')
+        out += [f'<svg class="panel" data-figure="{escape(d.figure.name)}" '
+                f'x="{MARGIN + (i % 3) * PANEL_W}" '
+                f'y="{y_panels + (i // 3) * PANEL_H:.0f}" width="{PANEL_W - GAP}" '
+                f'height="{PANEL_H}">', *_panel(d, a, b), '</svg>']
+    # Last in the text, first on the page: a reader of the text (tests.test_results)
+    # meets the numbers of the panels' axes first, in panel order.
+    out += [f'<svg class="forest" x="{MARGIN}" y="{y:.0f}" width="{inner}" '
+            f'height="{lead_h:.0f}">', *lead, '</svg>', '</svg>']
     return '\n'.join(out) + '\n'
+
+
+def _sides(a: str, b: str, width: float) -> tuple[list[str], float]:
+    """The key to the panels: which colour is which side, what the marks mean."""
+    out, x = ['<g class="legend">'], 0.0
+    for side, colour in zip((a, b), COLOURS):
+        name = fit(side, width / 4)
+        out += [f'<circle cx="{x + 6:.1f}" cy="12" r="4" fill="{colour}"/>',
+                text(x + 14, 16, [name])]
+        x += 14 + text_width(name) + 20
+    key = ('every run a dot; bar: the median, box: its interval; each panel its own scale '
+           '(the sizes of the changes are compared above)')
+    if x + text_width(key) > width:     # a line of its own
+        x, y = 0.0, 34.0
+    else:
+        y = 16.0
+    return out + [text(x, y, [fit(key, width)], attrs=' fill="#555"'), '</g>'], y + 8
 
 
 def _change(d: Difference) -> str:
@@ -69,47 +85,63 @@ def _change(d: Difference) -> str:
     in events a packet (a percent of a near-zero base says nothing)."""
     if d.absolute is not None:
         return f'{d.absolute.change:+.2g}/packet'
-    return f'{d.change_pct:+.2f}%'
+    return f'{d.change_pct:+.2f}%' if math.isfinite(d.change_pct) else 'no percent of 0'
 
 
 def _subtitle(d: Difference) -> str:
-    """The change, its p and the verdict, on one line that fits the panel: "Holm" goes
-    first, then the verdict is cut."""
+    """The change and its p, on one line that fits the panel ("Holm" goes first)."""
     p = f'p={d.p_adjusted:.3g}'
     for holm in (('Holm ' if d.figure.primary else ''), ''):
-        text = f'{_change(d)}, {holm}{p}, {verdict_words(d)}'
-        if len(text) <= SUBTITLE_CHARS:
-            return text
-    return text[:SUBTITLE_CHARS - 1] + '\u2026'
+        line = f'{_change(d)}, {holm}{p}'
+        if len(line) <= SUBTITLE_CHARS:
+            return line
+    return fit(line, INNER)
 
 
-def _panel(d: Difference, x0: int, y0: int) -> list[str]:
-    vals = d.a.values + d.b.values
-    lo, hi = min(vals), max(vals)
-    span = (hi - lo) or abs(hi) or 1.0
-    lo, hi = lo - 0.1 * span, hi + 0.1 * span
-    top, bottom, left = y0 + 40, y0 + PANEL_H - 40, x0 + 50
+def _title(d: Difference) -> list[str]:
+    """The figure's title and unit in two lines, or its short name where it would not fit."""
+    lines = wrap(label(d), INNER, bold=True)
+    if lines[-1].endswith('\u2026') and d.figure.short:
+        lines = wrap(f'{d.figure.short} ({d.figure.unit})', INNER, bold=True)
+    return lines
+
+
+def _panel(d: Difference, a: str, b: str) -> list[str]:
+    """A panel, from (0, 0): title, change, verdict, then the dots on their axis."""
+    sides = (d.a, d.b)
+    vals = [v for s in sides for v in (*s.values, s.ci.lo, s.ci.hi) if math.isfinite(v)]
+    lo, hi = (min(vals), max(vals)) if vals else (0.0, 1.0)
+    pad = 0.05 * (hi - lo)
+    ax = axis(max(0.0, lo - pad) if lo >= 0 else lo - pad, hi + pad)
+    top, bottom = 74.0, PANEL_H - 44.0
+    left = max(text_width(t) for t in ax.labels) + 8
+    colw = (PANEL_W - GAP - 6 - left) / 2
 
     def y(v: float) -> float:
-        return bottom - (v - lo) / (hi - lo) * (bottom - top)
+        return bottom - ax.frac(v) * (bottom - top)
 
-    out = [f'<text x="{x0}" y="{y0 + 12}" font-weight="bold">{escape(_title(d))}</text>',
-           f'<text x="{x0}" y="{y0 + 25}">{escape(_subtitle(d))}</text>',
+    out = [text(2, 13, _title(d), attrs=' font-weight="bold"'),
+           text(2, 46, [_subtitle(d)]),
+           text(2, 60, [fit(verdict_words(d, fit(b, INNER - text_width(f' {d.verdict}'))),
+                            INNER)]),
+           '<g class="axis">',
            f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#888"/>']
-    for t in range(5):
-        v = lo + (hi - lo) * t / 4
-        out.append(f'<text x="{left - 4}" y="{y(v) + 4:.1f}" text-anchor="end">'
-                   f'{_fmt(v, (hi - lo) / 4)}</text>')
-    for s_i, (side, colour) in enumerate(zip((d.a, d.b), COLOURS)):
-        cx = left + 45 + 85 * s_i
-        out.append(f'<rect x="{cx - 28}" y="{y(side.ci.hi):.1f}" width="56" '
-                   f'height="{max(1.0, y(side.ci.lo) - y(side.ci.hi)):.1f}" fill="{colour}" '
-                   'fill-opacity="0.15"/>')
-        out.append(f'<line x1="{cx - 30}" x2="{cx + 30}" y1="{y(side.median):.1f}" '
-                   f'y2="{y(side.median):.1f}" stroke="{colour}" stroke-width="3"/>')
+    for t, lab in zip(ax.ticks, ax.labels):
+        out.append(text(left - 4, y(t) + 4, [lab], 'end', ' class="tick"'))
+    out.append('</g>')
+    for s_i, (side, name, colour) in enumerate(zip(sides, (a, b), COLOURS)):
+        cx = left + colw * (s_i + 0.5)
+        box, spread = min(28.0, 0.35 * colw), min(22.0, 0.3 * colw)
+        out += [f'<rect x="{cx - box:.1f}" y="{y(side.ci.hi):.1f}" width="{2 * box:.1f}" '
+                f'height="{max(1.0, y(side.ci.lo) - y(side.ci.hi)):.1f}" fill="{colour}" '
+                'fill-opacity="0.15"/>',
+                f'<line x1="{cx - box - 2:.1f}" x2="{cx + box + 2:.1f}" '
+                f'y1="{y(side.median):.1f}" y2="{y(side.median):.1f}" stroke="{colour}" '
+                'stroke-width="3"/>',
+                text(cx, PANEL_H - 24, [fit(name, colw - 4)], 'middle')]
         n = len(side.values)
         for k, v in enumerate(side.values):
-            dx = -22 + 44 * k / max(1, n - 1)
+            dx = -spread + 2 * spread * k / (n - 1) if n > 1 else 0.0
             out.append(f'<circle cx="{cx + dx:.1f}" cy="{y(v):.1f}" r="3" fill="{colour}" '
                        'fill-opacity="0.7"/>')
     return out
