@@ -3,17 +3,42 @@
  * kloc-count: a QEMU TCG plugin that counts, per vCPU, inside windows the
  * guest marks (kloc-marker.h): instructions (kernel and user apart, by the
  * top bit of the virtual address), loads and stores, accesses to memory on
- * the vCPU's own NUMA node and on other nodes, and cache-line transfers
- * between vCPUs in a MESI-like model of 64-byte lines (a load of a line
- * another vCPU holds modified: "hitm"; a store to a line another vCPU holds:
- * an invalidation), in the order QEMU executes the accesses. Because that
- * order depends on how QEMU interleaves the vCPUs (in turns of up to 100 ms
- * with thread=single), it also counts "shared" accesses: loads and stores of
- * a line that another vCPU has stored to in the same window (true or false
- * sharing), which do not depend on the interleaving: they are the transfers
- * the accesses would cause if the vCPUs interleaved at every access, an
- * upper bound. The lines with the most events are kept with the PCs and
- * vCPUs that caused them, like perf c2c. At exit it writes one JSON file.
+ * the vCPU's own NUMA node and on other nodes, and what a model of private
+ * caches makes of those accesses. At exit it writes one JSON file.
+ *
+ * The model: every vCPU has a cache (cache=, assoc=, line=: 1 MiB, 16-way,
+ * 64-byte lines by default, like a server core's private L2; LRU), empty
+ * when a window opens. A directory word per line of guest RAM says which
+ * vCPUs hold the line and which one holds it modified (MESI without the E).
+ * In the order QEMU executes the accesses:
+ * - an access to a line not in the vCPU's cache (never brought in, evicted,
+ *   or invalidated by another vCPU) is a miss, local or remote by the
+ *   line's home node against the vCPU's node; it brings the line in, and
+ *   the least recently used line of its set leaves: eviction ends the
+ *   vCPU's hold on it, and ownership with it (a write-back);
+ * - an access, load or store, to a line another vCPU holds modified is a
+ *   HITM, local or remote by the two vCPUs' nodes (perf c2c's Lcl and Rmt
+ *   HITM; perf c2c samples loads, and the ownership request of a store
+ *   that finds the line modified elsewhere is the same snoop);
+ * - a store to a line other vCPUs hold unmodified invalidates them: an
+ *   invalidation;
+ * - a read-modify-write (an atomic, or x86's add to memory) is one
+ *   ownership request: QEMU reports it as a load then a store of the same
+ *   instruction to the same address, under thread=single and thread=multi
+ *   alike, and the store of such a pair adds no transfer when its load
+ *   made one. So an increment handed between vCPUs is one transfer each.
+ * A transfer (a HITM or an invalidation) is true sharing when one side
+ * stored to a byte of the line the other accessed, and false sharing when
+ * their bytes do not meet; each side's bytes are those it loaded and
+ * stored since the line last entered its cache, the requester's with the
+ * access at hand. The lines with the most transfers are kept (ranked by
+ * remote HITM, then transfers, then false sharing) with, for the heaviest
+ * pairs, the PC of the access on each side, like perf c2c.
+ *
+ * What the model leaves out: out-of-order execution, prefetch, store
+ * buffers and weak ordering (accesses take effect one at a time, in QEMU's
+ * order), shared caches (an LLC), page-table walks, instruction fetch,
+ * and DMA (devices' accesses do not pass through a vCPU's callbacks).
  *
  * Arguments (each "key=value", repeatable where said):
  *   out=PATH            where the JSON goes (else QEMU's log, -d plugin)
@@ -23,9 +48,16 @@
  *                       LO..HI are guest-physical GPA.. (QEMU 7.2 returns the
  *                       RAM block's ram_addr plus its region offset, not the
  *                       guest-physical address); repeat; default: identity
+ *   cache=BYTES         each vCPU's cache (1M; K and M suffixes)
+ *   assoc=N             its ways per set (16)
+ *   line=BYTES          its line, 8 to 64 bytes, a power of two (64)
+ *   coherence=on|off    off: each cache alone, misses only (a cross-check
+ *                       against QEMU's contrib/plugins/cache.c)
+ *   count=windows|all   all: one window, phase 0, from start to exit, with
+ *                       no markers (a cross-check's whole run)
  *   top=N               contended lines kept in the output per phase (20)
- *   pcs=N               PCs shown per line (at most 8; default 8)
- *   lines_max=N         contended lines tracked in all (100000, ~600 bytes
+ *   pcs=N               PC pairs shown per line (at most 8; default 8)
+ *   lines_max=N         contended lines tracked in all (100000, ~1 KiB
  *                       each with 4 vCPUs); more are
  *                       counted, not attributed ("lines_dropped")
  *   mem=windows|always  memory callbacks only while a window is open
@@ -55,8 +87,8 @@
  *   threads of their own (MTTCG, seen at vCPU init); counted boots, with
  *   -icount and 4 vCPUs, count by callback;
  * - every callback gets the translating vCPU's index, not the running one's:
- *   totals are exact, but the per-vCPU split (and with it node, hitm,
- *   invalidations, shared) follows who translated each TB. The plugin cannot
+ *   totals are exact, but the per-vCPU split (and with it node, caches,
+ *   misses and transfers) follows who translated each TB. The plugin cannot
  *   see the running vCPU; QEMU 7.2, or thread=multi, passes the right one.
  *
  * An access that crosses a page boundary is two: the bytes on each page are
@@ -83,8 +115,9 @@
  * ("qemu_plugin_vcpu_mem_cb: code should not be reached"); there, and with
  * mem=always, every instruction has its memory callback all along.
  *
- * Safety: per-vCPU counters are written only by the thread running that
- * vCPU; the line states are 64-bit words updated by compare-and-swap; the
+ * Safety: per-vCPU counters and caches are written only by the thread
+ * running that vCPU (other threads read a cache's tags and byte masks, with
+ * atomic loads); the directory words are updated by compare-and-swap; the
  * table of contended lines and the window bookkeeping are under a mutex.
  * So MTTCG (thread=multi) cannot corrupt the tables; single-threaded TCG
  * (thread=single) has no concurrency at all.
@@ -111,13 +144,15 @@
 #define KLOC_QEMU_HEADER "unknown"
 #endif
 
-#define KLOC_COUNT_VERSION "1.1"
-#define MAX_VCPUS 16		/* sharers and writers are 16-bit masks */
+#define KLOC_COUNT_VERSION "2.0"
+#define MAX_VCPUS 16		/* holders are 16-bit masks */
 #define MAX_NODES 64
 #define MAX_SEGS 16
-#define LINE_SHIFT 6
+#define MAX_LINE 64		/* byte masks are 64 bits */
 #define MIN_PAGE 4096U		/* an access's two halves are looked up apart */
 #define PC_SLOTS 8
+#define RMW_LINES 4		/* lines one instruction's loads may touch */
+#define RELAXED __ATOMIC_RELAXED
 
 /* Scoreboards came with plugin API 2 (QEMU 9.0); resets tried on QEMU 10.0 (API 4). */
 #if QEMU_PLUGIN_VERSION >= 2
@@ -132,9 +167,24 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 
 struct counts {
 	uint64_t insns_user, insns_kernel, loads, stores;
-	uint64_t local, remote, io, unmapped, hitm, inval, shared;
-	uint64_t shared_stores;	/* stores among the shared: write-write sharing */
-	uint64_t false_shared;	/* of those, to bytes no other vCPU stored to */
+	uint64_t local, remote, io, unmapped;
+	uint64_t miss_local, miss_remote;	/* by the line's home node */
+	uint64_t hitm_local, hitm_remote;	/* by the holder's node */
+	uint64_t inval;
+	uint64_t true_sharing, false_sharing;	/* the transfers, by their bytes */
+	uint64_t contended, contended_false;	/* accesses, by the window's bytes */
+};
+
+/*
+ * One line of a vCPU's cache. Only the vCPU's own thread writes it; other
+ * vCPUs read tag, the byte masks and pc when they take the line from it.
+ */
+struct way {
+	uint64_t tag;		/* line number + 1; 0: empty */
+	uint64_t stamp;		/* last use, for LRU */
+	uint64_t load_bytes;	/* bit i: byte i loaded since the line came in */
+	uint64_t store_bytes;	/* and stored */
+	uint64_t pc;		/* of the last access to it */
 };
 
 struct vcpu {
@@ -144,38 +194,58 @@ struct vcpu {
 	uint64_t start[2];	/* its user, kernel totals when the window opened */
 	pthread_t thread;
 	bool seen;
+	struct way *ways;	/* sets * assoc */
+	uint32_t cache_epoch;	/* the window its cache holds lines of */
+	uint64_t clock;		/* LRU stamps */
+	/* the lines the last instruction loaded, for its stores (one RMW) */
+	uint64_t rmw_pc;
+	bool rmw_open, rmw_stored;
+	int rmw_n;
+	uint64_t rmw_line[RMW_LINES];
+	bool rmw_took[RMW_LINES];
 	uint64_t last_key;	/* the contended line this vCPU touched last */
 	struct hot_line *last_hot;
+	pthread_mutex_t touched_lock;
+	uint64_t *touched;	/* segment << 56 | line: its win_lines of this window */
+	size_t ntouched, touched_max;
 } __attribute__((aligned(64)));
 
-struct seg {			/* one RAM range, with its line states */
+/* One line as one vCPU used it in the window: for the contended accesses. */
+struct win_line {
+	uint64_t load_bytes, store_bytes;
+	uint32_t loads, stores;
+	uint32_t epoch;		/* the window's; another: all zero */
+};
+
+struct seg {			/* one RAM range, with its directory */
 	uint64_t raw_lo, raw_hi, gpa;
 	int node;
-	uint64_t *lines;	/* per line: see line_access() */
+	uint64_t *lines;	/* per line: see dir_access() */
+	struct win_line *win[MAX_VCPUS];	/* per vCPU, per line */
 	size_t nlines;
 };
 
-struct pc_slot {
-	uint64_t pc, count, err;	/* count: all events; err: space-saving overcount */
-	uint64_t hitm, inval, shared;
+struct pc_slot {		/* a pair: the requester's PC, the holder's */
+	uint64_t pc, peer, count, err;	/* count: transfers; err: space-saving overcount */
+	uint64_t hitm_local, hitm_remote, inval, false_sharing;
 	uint32_t vcpus;
 };
+
+/* Per line and vCPU (as requester): the transfers, and the bytes it accessed. */
+enum line_vcpu { LV_HITM_LOCAL, LV_HITM_REMOTE, LV_INVAL, LV_FALSE, LV_LOAD_BYTES,
+		 LV_STORE_BYTES, PER_VCPU };
 
 struct hot_line {
 	uint64_t key;		/* (line number << 8) | phase: the table's key */
 	uint64_t paddr;		/* of the line */
-	uint64_t vaddr;		/* of the first access counted on it */
+	uint64_t vaddr;		/* of the first transfer's access */
 	int node;
-	uint64_t hitm, inval, shared, false_shared;
+	uint64_t hitm_local, hitm_remote, inval, false_sharing;
 	struct pc_slot pcs[PC_SLOTS];
-	uint64_t per_vcpu[];	/* [PER_VCPU * nvcpus], indexed by enum event */
+	uint64_t per_vcpu[];	/* [PER_VCPU * nvcpus] */
 };
 
-/*
- * Per line and vCPU: the events, the shared stores, and the bytes of the
- * line those stores wrote (a mask, bit i: byte i).
- */
-enum event { HITM, INVAL, SHARED, SHARED_STORE, STORE_BYTES, PER_VCPU };
+enum xfer { XF_NONE, XF_HITM, XF_INVAL };
 
 static struct vcpu *vcpus;
 static int nvcpus;
@@ -184,6 +254,13 @@ static int api_min, api_cur;
 static char *out_path;
 static unsigned int top_n = 20, pcs_n = PC_SLOTS;
 static uint64_t lines_max = 100000, lines_held, lines_dropped;
+
+/* The cache model's parameters */
+static uint64_t cache_bytes = 1U << 20;
+static unsigned int assoc = 16, line_shift = 6;
+static uint64_t nsets;
+static bool coherence = true;
+static bool count_all;		/* count=all: one window from start to exit */
 
 static struct { uint64_t lo, hi; int node; } noderange[MAX_SEGS];
 static int nnoderanges;
@@ -196,7 +273,7 @@ static size_t table_bytes;
 
 static int active_phase = -1;	/* atomic */
 static uint32_t epoch = 1;	/* atomic; line states of another epoch are invalid */
-static GMutex lock;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static GHashTable *hot;		/* key -> struct hot_line */
 static uint64_t windows[KLOC_MARK_PHASE_COUNT];
 static uint64_t bad_markers, unmatched_ends, nested_starts;
@@ -268,9 +345,9 @@ static bool bad_marker(unsigned int kind, unsigned int phase)
 	if ((kind == KLOC_MARK_KIND_START || kind == KLOC_MARK_KIND_END) &&
 	    phase < KLOC_MARK_PHASE_COUNT)
 		return false;
-	g_mutex_lock(&lock);
+	pthread_mutex_lock(&lock);
 	bad_markers++;
-	g_mutex_unlock(&lock);
+	pthread_mutex_unlock(&lock);
 	return true;
 }
 
@@ -298,7 +375,7 @@ static void vcpu_init(qemu_plugin_id_t id, unsigned int vcpu_index)
 	pthread_t self = pthread_self();
 
 	(void)id;
-	g_mutex_lock(&lock);
+	pthread_mutex_lock(&lock);
 	for (int i = 0; i < nvcpus; i++) {
 		if (vcpus[i].seen && !pthread_equal(vcpus[i].thread, self))
 			__atomic_store_n(&parallel, true, __ATOMIC_RELAXED);
@@ -307,7 +384,7 @@ static void vcpu_init(qemu_plugin_id_t id, unsigned int vcpu_index)
 		vcpus[vcpu_index].thread = self;
 		vcpus[vcpu_index].seen = true;
 	}
-	g_mutex_unlock(&lock);
+	pthread_mutex_unlock(&lock);
 }
 
 /*
@@ -365,9 +442,15 @@ static void snapshot(uint64_t (*snap)[2], unsigned int vcpu_index, bool kernel,
 		snap[vcpu_index][kernel] -= excl;
 }
 
-/* Called under the lock: the window of phase gets each vCPU's instructions since it opened. */
+static void add_contention(int phase);
+
+/*
+ * Called under the lock as a window of phase closes: it gets each vCPU's
+ * instructions since it opened, and its contended accesses.
+ */
 static void add_window(int phase, uint64_t (*snap)[2])
 {
+	add_contention(phase);
 	for (int i = 0; i < nvcpus; i++) {
 		struct vcpu *v = &vcpus[i];
 
@@ -401,10 +484,10 @@ static void register_callbacks(qemu_plugin_id_t id);
  */
 static void reset_done(qemu_plugin_id_t id)
 {
-	g_mutex_lock(&lock);
+	pthread_mutex_lock(&lock);
 	mem_on = __atomic_load_n(&active_phase, __ATOMIC_RELAXED) >= 0;
 	reset_pending = false;
-	g_mutex_unlock(&lock);
+	pthread_mutex_unlock(&lock);
 	register_callbacks(id);
 }
 
@@ -443,7 +526,7 @@ static void marker_exec(unsigned int vcpu_index, void *udata)
 
 	if (bad_marker(kind, phase))
 		return;
-	g_mutex_lock(&lock);
+	pthread_mutex_lock(&lock);
 	open = __atomic_load_n(&active_phase, __ATOMIC_RELAXED);
 	if (kind == KLOC_MARK_KIND_START && open == (int)phase) {
 		nested_starts++;
@@ -464,7 +547,7 @@ static void marker_exec(unsigned int vcpu_index, void *udata)
 		unmatched_ends++;
 	}
 	reset = want_reset();
-	g_mutex_unlock(&lock);
+	pthread_mutex_unlock(&lock);
 #if KLOC_INLINE
 	if (reset)
 		qemu_plugin_reset(plugin_id, reset_done);
@@ -481,21 +564,237 @@ static struct seg *seg_of(uint64_t raw)
 	return NULL;
 }
 
-/* Space-saving: the heaviest PCs of a line survive; err bounds the overcount. */
-static struct pc_slot *pc_slot(struct hot_line *h, uint64_t pc, unsigned int vcpu_index)
+/* The directory word of the line at guest-physical lg, or NULL outside RAM. */
+static uint64_t *dir_word(uint64_t lg, struct seg **sp)
+{
+	for (int i = 0; i < nsegs; i++) {
+		struct seg *s = &segs[i];
+
+		if (lg >= s->gpa && lg - s->gpa <= s->raw_hi - s->raw_lo) {
+			if (sp)
+				*sp = s;
+			return &s->lines[(lg - s->gpa) >> line_shift];
+		}
+	}
+	return NULL;
+}
+
+/*
+ * A directory word: bits 0..15 the vCPUs holding the line, 32..36 the vCPU
+ * holding it modified, plus one (0: none), 40..63 the window's epoch
+ * (another epoch: nobody holds it).
+ */
+static uint64_t dir_pack(uint32_t holders, unsigned int owner, uint64_t e)
+{
+	return holders | (uint64_t)owner << 32 | e << 40;
+}
+
+static void dir_unpack(uint64_t w, uint64_t e, uint32_t *holders, unsigned int *owner)
+{
+	*holders = w >> 40 == e ? w & 0xffff : 0;
+	*owner = w >> 40 == e ? (w >> 32) & 0x1f : 0;
+}
+
+/*
+ * vCPU vi's access to the line at lg, in the directory: whether vi held the
+ * line, and the transfer the access makes (from: the modified line's holder
+ * for a HITM, the other holders for an invalidation).
+ */
+static bool dir_access(uint64_t *word, unsigned int vi, bool store, enum xfer *x,
+		       uint32_t *from)
+{
+	uint64_t e = __atomic_load_n(&epoch, RELAXED);
+	uint64_t old = __atomic_load_n(word, RELAXED), new;
+	uint32_t me = 1U << vi, holders;
+	unsigned int owner;
+	bool held;
+
+	do {
+		dir_unpack(old, e, &holders, &owner);
+		held = holders & me;
+		*x = XF_NONE;
+		*from = 0;
+		if (owner && owner != vi + 1) {
+			*x = XF_HITM;
+			*from = 1U << (owner - 1);
+		} else if (store && (holders & ~me)) {
+			*x = XF_INVAL;
+			*from = holders & ~me;
+		}
+		if (store) {
+			holders = me;
+			owner = vi + 1;
+		} else {
+			holders |= me | *from;
+			if (*x == XF_HITM)
+				owner = 0;	/* the holder keeps it, unmodified */
+		}
+		new = dir_pack(holders, owner, e);
+		if (new == old)
+			break;
+	} while (!__atomic_compare_exchange_n(word, &old, new, true, RELAXED, RELAXED));
+	return held;
+}
+
+/* vCPU vi's cache lets the line at lg go: it no longer holds it, nor owns it. */
+static void dir_evict(uint64_t lg, unsigned int vi)
+{
+	uint64_t *word = dir_word(lg, NULL);
+	uint64_t e = __atomic_load_n(&epoch, RELAXED), old, new;
+	uint32_t holders;
+	unsigned int owner;
+
+	if (!word)
+		return;
+	old = __atomic_load_n(word, RELAXED);
+	do {
+		dir_unpack(old, e, &holders, &owner);
+		if (!(holders & 1U << vi) && owner != vi + 1)
+			return;
+		holders &= ~(1U << vi);
+		if (owner == vi + 1)
+			owner = 0;
+		new = dir_pack(holders, owner, e);
+	} while (!__atomic_compare_exchange_n(word, &old, new, true, RELAXED, RELAXED));
+}
+
+static struct way *cache_set(struct vcpu *v, uint64_t line)
+{
+	return &v->ways[(line & (nsets - 1)) * assoc];
+}
+
+/* The way of v's cache with line, or NULL; any thread may look. */
+static struct way *cache_find(struct vcpu *v, uint64_t line)
+{
+	struct way *set = cache_set(v, line);
+
+	for (unsigned int i = 0; i < assoc; i++)
+		if (__atomic_load_n(&set[i].tag, RELAXED) == line + 1)
+			return &set[i];
+	return NULL;
+}
+
+/* Called by v's own thread: its cache as the window's epoch wants it. */
+static void cache_epoch(struct vcpu *v)
+{
+	uint32_t e = __atomic_load_n(&epoch, RELAXED);
+
+	if (v->cache_epoch == e)
+		return;
+	for (uint64_t i = 0; i < nsets * assoc; i++)
+		__atomic_store_n(&v->ways[i].tag, 0, RELAXED);
+	v->cache_epoch = e;
+}
+
+/* Bring line into v's cache: into w if it still has the tag, else the LRU way. */
+static struct way *cache_fill(struct vcpu *v, unsigned int vi, uint64_t line, struct way *w)
+{
+	if (!w) {
+		struct way *set = cache_set(v, line);
+
+		w = &set[0];
+		for (unsigned int i = 0; i < assoc; i++) {
+			if (!set[i].tag) {
+				w = &set[i];
+				break;
+			}
+			if (set[i].stamp < w->stamp)
+				w = &set[i];
+		}
+		if (w->tag && coherence)
+			dir_evict((w->tag - 1) << line_shift, vi);
+		__atomic_store_n(&w->tag, line + 1, RELAXED);
+	}
+	__atomic_store_n(&w->load_bytes, 0, RELAXED);
+	__atomic_store_n(&w->store_bytes, 0, RELAXED);
+	return w;
+}
+
+/*
+ * The read-modify-write rule: the lines an instruction loaded, and whether
+ * each load made a transfer; its stores to those lines are the second half.
+ * Returns, for a store, RMW_NONE, or the second half of a load that made a
+ * transfer (RMW_TOOK) or not (RMW_SECOND).
+ */
+enum rmw { RMW_NONE, RMW_SECOND, RMW_TOOK };
+
+static enum rmw rmw_step(struct vcpu *v, uint64_t line, bool store, uint64_t pc, bool took)
+{
+	if (!store) {
+		if (!v->rmw_open || v->rmw_stored || v->rmw_pc != pc) {
+			v->rmw_open = true;
+			v->rmw_stored = false;
+			v->rmw_pc = pc;
+			v->rmw_n = 0;
+		}
+		if (v->rmw_n < RMW_LINES) {
+			v->rmw_line[v->rmw_n] = line;
+			v->rmw_took[v->rmw_n++] = took;
+		}
+		return RMW_NONE;
+	}
+	if (!v->rmw_open || v->rmw_pc != pc) {
+		v->rmw_open = false;
+		return RMW_NONE;
+	}
+	v->rmw_stored = true;
+	for (int i = 0; i < v->rmw_n; i++)
+		if (v->rmw_line[i] == line)
+			return v->rmw_took[i] ? RMW_TOOK : RMW_SECOND;
+	return RMW_NONE;
+}
+
+/*
+ * Whether a transfer between the requester (its bytes: accessed ar, stored
+ * sr) and the holders in from is true sharing: one side stored to a byte
+ * the other accessed. *peer: a holder's vCPU, *peer_pc: its last PC there.
+ */
+static bool true_sharing(uint64_t line, uint32_t from, uint64_t ar, uint64_t sr,
+			 int *peer, uint64_t *peer_pc)
+{
+	bool shared = false;
+
+	*peer = -1;
+	*peer_pc = 0;
+	for (int i = 0; i < nvcpus; i++) {
+		struct way *w;
+		uint64_t lo, so;
+		bool meet;
+
+		if (!(from & 1U << i))
+			continue;
+		w = cache_find(&vcpus[i], line);
+		if (!w)
+			continue;	/* under MTTCG it may have gone meanwhile */
+		lo = __atomic_load_n(&w->load_bytes, RELAXED);
+		so = __atomic_load_n(&w->store_bytes, RELAXED);
+		meet = (so & ar) || (sr & (lo | so));
+		if (*peer < 0 || (meet && !shared)) {
+			*peer = i;
+			*peer_pc = __atomic_load_n(&w->pc, RELAXED);
+		}
+		shared |= meet;
+	}
+	return shared;
+}
+
+/* Space-saving: the heaviest PC pairs of a line survive; err bounds the overcount. */
+static struct pc_slot *pc_slot(struct hot_line *h, uint64_t pc, uint64_t peer,
+			       unsigned int vcpu_index)
 {
 	struct pc_slot *min = &h->pcs[0];
 
 	for (int i = 0; i < PC_SLOTS; i++) {
 		struct pc_slot *s = &h->pcs[i];
 
-		if (s->count && s->pc == pc) {
+		if (s->count && s->pc == pc && s->peer == peer) {
 			s->count++;
 			s->vcpus |= 1U << vcpu_index;
 			return s;
 		}
 		if (!s->count) {
 			s->pc = pc;
+			s->peer = peer;
 			s->count = 1;
 			s->vcpus = 1U << vcpu_index;
 			return s;
@@ -504,35 +803,47 @@ static struct pc_slot *pc_slot(struct hot_line *h, uint64_t pc, unsigned int vcp
 			min = s;
 	}
 	min->pc = pc;
+	min->peer = peer;
 	min->err = min->count;
 	min->count++;
-	min->hitm = 0;
+	min->hitm_local = 0;
+	min->hitm_remote = 0;
 	min->inval = 0;
-	min->shared = 0;
+	min->false_sharing = 0;
 	min->vcpus = 1U << vcpu_index;
 	return min;
 }
 
-static void line_event(struct vcpu *v, int phase, uint64_t line_gpa, uint64_t vaddr,
-		       int node, unsigned int vcpu_index, enum event ev, uint64_t pc,
-		       uint64_t store_bytes)
+struct transfer {
+	enum xfer kind;
+	bool remote;		/* a HITM from a vCPU on another node */
+	bool false_sharing;
+	uint64_t pc, peer_pc;
+	uint64_t lo, so;	/* the requester's bytes loaded and stored */
+};
+
+static void line_event(struct vcpu *v, int phase, uint64_t lg, uint64_t vaddr, int node,
+		       unsigned int vi, const struct transfer *t)
 {
-	uint64_t key = (line_gpa >> LINE_SHIFT) << 8 | (uint64_t)phase;
+	uint64_t key = (lg >> line_shift) << 8 | (uint64_t)phase;
+	enum line_vcpu lv = t->kind == XF_INVAL ? LV_INVAL :
+			    t->remote ? LV_HITM_REMOTE : LV_HITM_LOCAL;
 	struct hot_line *h;
 	struct pc_slot *slot;
+	uint64_t *pv;
 
-	g_mutex_lock(&lock);
+	pthread_mutex_lock(&lock);
 	h = v->last_hot && v->last_key == key ? v->last_hot :
 	    g_hash_table_lookup(hot, &key);
 	if (!h) {
 		if (lines_held >= lines_max) {
 			lines_dropped++;
-			g_mutex_unlock(&lock);
+			pthread_mutex_unlock(&lock);
 			return;
 		}
 		h = g_malloc0(sizeof(*h) + PER_VCPU * sizeof(uint64_t) * (size_t)nvcpus);
 		h->key = key;
-		h->paddr = line_gpa;
+		h->paddr = lg;
 		h->vaddr = vaddr;
 		h->node = node;
 		g_hash_table_insert(hot, &h->key, h);
@@ -540,92 +851,178 @@ static void line_event(struct vcpu *v, int phase, uint64_t line_gpa, uint64_t va
 	}
 	v->last_key = key;
 	v->last_hot = h;
-	h->per_vcpu[PER_VCPU * vcpu_index + ev]++;
-	if (ev == SHARED && store_bytes) {
-		h->per_vcpu[PER_VCPU * vcpu_index + SHARED_STORE]++;
-		h->per_vcpu[PER_VCPU * vcpu_index + STORE_BYTES] |= store_bytes;
-	}
-	slot = pc_slot(h, pc, vcpu_index);
-	switch (ev) {
-	case HITM:
-		h->hitm++;
-		slot->hitm++;
+	pv = &h->per_vcpu[PER_VCPU * vi];
+	pv[lv]++;
+	pv[LV_FALSE] += t->false_sharing;
+	pv[LV_LOAD_BYTES] |= t->lo;
+	pv[LV_STORE_BYTES] |= t->so;
+	slot = pc_slot(h, t->pc, t->peer_pc, vi);
+	switch (lv) {
+	case LV_HITM_LOCAL:
+		h->hitm_local++;
+		slot->hitm_local++;
 		break;
-	case INVAL:
+	case LV_HITM_REMOTE:
+		h->hitm_remote++;
+		slot->hitm_remote++;
+		break;
+	default:
 		h->inval++;
 		slot->inval++;
 		break;
-	case SHARED:
-		h->shared++;
-		slot->shared++;
-		break;
-	default:
-		break;
 	}
-	g_mutex_unlock(&lock);
+	h->false_sharing += t->false_sharing;
+	slot->false_sharing += t->false_sharing;
+	pthread_mutex_unlock(&lock);
 }
 
 /*
- * One access of one vCPU to one line: the MESI-like step. A line's state is
- * one 64-bit word, updated by compare-and-swap: bits 0..15 the vCPUs holding
- * it (sharers), 16..31 the vCPUs that stored to it in this window (writers),
- * 32..36 the vCPU holding it modified, plus one (0: none), 40..63 the window's
- * epoch (another epoch: every cache is empty, no writers).
+ * vCPU vi's access to line idx of segment s, in its window record. The
+ * store of a read-modify-write turns its load into one store: one access.
  */
-static void line_access(struct vcpu *v, struct seg *s, uint64_t line_gpa, uint64_t vaddr,
-			int phase, unsigned int vcpu_index, uint64_t store_bytes, uint64_t pc,
+static void win_access(struct vcpu *v, unsigned int vi, struct seg *s, size_t idx,
+		       uint64_t bytes, bool store, bool rmw)
+{
+	struct win_line *w = &s->win[vi][idx];
+	uint32_t e = __atomic_load_n(&epoch, RELAXED);
+
+	if (__atomic_load_n(&w->epoch, RELAXED) != e) {
+		__atomic_store_n(&w->load_bytes, 0, RELAXED);
+		__atomic_store_n(&w->store_bytes, 0, RELAXED);
+		__atomic_store_n(&w->loads, 0, RELAXED);
+		__atomic_store_n(&w->stores, 0, RELAXED);
+		__atomic_store_n(&w->epoch, e, RELAXED);
+		pthread_mutex_lock(&v->touched_lock);
+		if (v->ntouched == v->touched_max) {
+			v->touched_max = v->touched_max ? 2 * v->touched_max : 4096;
+			v->touched = g_realloc(v->touched, v->touched_max * sizeof(uint64_t));
+		}
+		v->touched[v->ntouched++] = (uint64_t)(s - segs) << 56 | idx;
+		pthread_mutex_unlock(&v->touched_lock);
+	}
+	if (store) {
+		__atomic_store_n(&w->store_bytes, w->store_bytes | bytes, RELAXED);
+		__atomic_store_n(&w->stores, w->stores + 1, RELAXED);
+		if (rmw && w->loads)
+			__atomic_store_n(&w->loads, w->loads - 1, RELAXED);
+	} else {
+		__atomic_store_n(&w->load_bytes, w->load_bytes | bytes, RELAXED);
+		__atomic_store_n(&w->loads, w->loads + 1, RELAXED);
+	}
+}
+
+/*
+ * Called under the lock as a window of phase closes: each vCPU's contended
+ * accesses in it, from the window's records, whatever order the accesses
+ * came in. A load is contended when another vCPU stored to the line in the
+ * window, a store when another accessed it: an access that would take the
+ * line from another cache if the vCPUs ran interleaved access by access, so
+ * an upper bound of the transfers. A vCPU's contended accesses to a line are
+ * false sharing when its bytes there meet no other's as one of them stored.
+ */
+static void add_contention(int phase)
+{
+	uint32_t e = __atomic_load_n(&epoch, RELAXED);
+
+	for (int x = 0; x < nvcpus; x++) {
+		struct vcpu *v = &vcpus[x];
+		struct counts *c = &v->ph[phase];
+
+		pthread_mutex_lock(&v->touched_lock);
+		for (size_t t = 0; t < v->ntouched; t++) {
+			struct seg *s = &segs[v->touched[t] >> 56];
+			size_t idx = v->touched[t] & ((1ULL << 56) - 1);
+			struct win_line *me = &s->win[x][idx];
+			uint64_t ml = __atomic_load_n(&me->load_bytes, RELAXED);
+			uint64_t ms = __atomic_load_n(&me->store_bytes, RELAXED);
+			uint64_t os = 0, oa = 0, n = 0;
+			bool others_store = false, others_access = false;
+
+			for (int y = 0; y < nvcpus; y++) {
+				struct win_line *o = &s->win[y][idx];
+				uint64_t ol, ost;
+
+				if (y == x || __atomic_load_n(&o->epoch, RELAXED) != e)
+					continue;
+				ol = __atomic_load_n(&o->load_bytes, RELAXED);
+				ost = __atomic_load_n(&o->store_bytes, RELAXED);
+				others_store |= ost != 0;
+				others_access |= (ol | ost) != 0;
+				os |= ost;
+				oa |= ol | ost;
+			}
+			if (others_store)
+				n += __atomic_load_n(&me->loads, RELAXED);
+			if (others_access)
+				n += __atomic_load_n(&me->stores, RELAXED);
+			c->contended += n;
+			if (n && !((ml | ms) & os) && !(ms & oa))
+				c->contended_false += n;
+		}
+		v->ntouched = 0;
+		pthread_mutex_unlock(&v->touched_lock);
+	}
+}
+
+/*
+ * One access of vCPU vi to one line, at guest-physical lg, of bytes (a mask)
+ * of it: the cache and the directory, then the transfer it makes, if any.
+ */
+static void line_access(struct vcpu *v, struct seg *s, uint64_t lg, uint64_t vaddr,
+			int phase, unsigned int vi, uint64_t bytes, bool store, uint64_t pc,
 			struct counts *c)
 {
-	bool store = store_bytes != 0;
-	uint64_t *word = &s->lines[(line_gpa - s->gpa) >> LINE_SHIFT];
-	uint64_t e = __atomic_load_n(&epoch, __ATOMIC_RELAXED);
-	uint64_t old = __atomic_load_n(word, __ATOMIC_RELAXED), new;
-	uint32_t me = 1U << vcpu_index;
-	bool transfer, shared;
+	uint64_t line = lg >> line_shift;
+	uint64_t *word = &s->lines[(lg - s->gpa) >> line_shift];
+	struct way *w;
+	struct transfer t = { .kind = XF_NONE, .pc = pc };
+	uint32_t from = 0;
+	enum rmw rmw;
+	bool hit;
+	int peer;
 
-	do {
-		uint32_t sharers = 0, writers = 0;
-		unsigned int owner = 0;
-
-		if (old >> 40 == e) {
-			sharers = old & 0xffff;
-			writers = (old >> 16) & 0xffff;
-			owner = (old >> 32) & 0x1f;
-		}
-		shared = (writers & ~me) != 0;
-		if (store) {
-			transfer = (sharers & ~me) != 0;
-			sharers = me;
-			writers |= me;
-			owner = vcpu_index + 1;
-		} else if (owner && owner != vcpu_index + 1) {
-			transfer = true;
-			sharers |= me | 1U << (owner - 1);
-			owner = 0;
-		} else {
-			transfer = false;
-			sharers |= me;
-		}
-		new = sharers | (uint64_t)writers << 16 | (uint64_t)owner << 32 | e << 40;
-		if (new == old)
-			break;
-	} while (!__atomic_compare_exchange_n(word, &old, new, true, __ATOMIC_RELAXED,
-					      __ATOMIC_RELAXED));
-	if (transfer) {
-		if (store)
-			c->inval++;
+	cache_epoch(v);
+	w = cache_find(v, line);
+	if (coherence)
+		hit = dir_access(word, vi, store, &t.kind, &from) && w;
+	else
+		hit = w;
+	if (hit) {
+		t.lo = __atomic_load_n(&w->load_bytes, RELAXED);
+		t.so = __atomic_load_n(&w->store_bytes, RELAXED);
+	} else {
+		if (s->node == v->node)
+			c->miss_local++;
 		else
-			c->hitm++;
-		line_event(v, phase, line_gpa, vaddr, s->node, vcpu_index,
-			   store ? INVAL : HITM, pc, 0);
+			c->miss_remote++;
+		w = cache_fill(v, vi, line, w);
 	}
-	if (shared) {
-		c->shared++;
-		if (store)
-			c->shared_stores++;
-		line_event(v, phase, line_gpa, vaddr, s->node, vcpu_index, SHARED, pc,
-			   store_bytes);
+	w->stamp = ++v->clock;
+	if (store) {
+		t.so |= bytes;
+		__atomic_store_n(&w->store_bytes, t.so, RELAXED);
+	} else {
+		t.lo |= bytes;
+		__atomic_store_n(&w->load_bytes, t.lo, RELAXED);
 	}
+	__atomic_store_n(&w->pc, pc, RELAXED);
+	rmw = rmw_step(v, line, store, pc, t.kind != XF_NONE);
+	win_access(v, vi, s, (lg - s->gpa) >> line_shift, bytes, store, rmw != RMW_NONE);
+	if (t.kind == XF_NONE || rmw == RMW_TOOK)
+		return;		/* no transfer, or the RMW's load made it */
+	t.false_sharing = !true_sharing(line, from, t.lo | t.so, t.so, &peer, &t.peer_pc);
+	t.remote = t.kind == XF_HITM && peer >= 0 && vcpus[peer].node != v->node;
+	if (t.kind == XF_INVAL)
+		c->inval++;
+	else if (t.remote)
+		c->hitm_remote++;
+	else
+		c->hitm_local++;
+	if (t.false_sharing)
+		c->false_sharing++;
+	else
+		c->true_sharing++;
+	line_event(v, phase, lg, vaddr, s->node, vi, &t);
 }
 
 /* The bytes of the line at lg that an access of size bytes at gpa covers. */
@@ -633,11 +1030,11 @@ static uint64_t line_bytes(uint64_t gpa, unsigned int size, uint64_t lg)
 {
 	uint64_t lo = gpa > lg ? gpa - lg : 0;
 	uint64_t hi = gpa + size - lg;	/* one past, may exceed the line */
-	uint64_t line = 1U << LINE_SHIFT;
+	uint64_t line = 1U << line_shift;
 
 	if (hi > line)
 		hi = line;
-	return (hi - lo == line ? ~0ULL : ((1ULL << (hi - lo)) - 1)) << lo;
+	return (hi - lo == 64 ? ~0ULL : ((1ULL << (hi - lo)) - 1)) << lo;
 }
 
 /* The guest-physical address of raw in its RAM range s. */
@@ -654,15 +1051,15 @@ static void access_lines(struct vcpu *v, struct seg *s, uint64_t gpa, uint64_t v
 			 unsigned int size, bool store, int p, unsigned int vcpu_index,
 			 uint64_t pc, struct counts *c)
 {
-	uint64_t first = gpa >> LINE_SHIFT, last = (gpa + size - 1) >> LINE_SHIFT;
+	uint64_t first = gpa >> line_shift, last = (gpa + size - 1) >> line_shift;
 
 	for (uint64_t l = first; l <= last; l++) {
-		uint64_t lg = l << LINE_SHIFT;
+		uint64_t lg = l << line_shift;
 
 		if (lg > s->gpa + (s->raw_hi - s->raw_lo))
 			break;	/* the rest is in another range: not modelled */
 		line_access(v, s, lg, vaddr + (lg > gpa ? lg - gpa : 0), p, vcpu_index,
-			    store ? line_bytes(gpa, size, lg) : 0, pc, c);
+			    line_bytes(gpa, size, lg), store, pc, c);
 	}
 }
 
@@ -739,7 +1136,7 @@ static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 		struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
 		uint32_t payload;
 
-		if (marker_payload(insn, &payload)) {
+		if (!count_all && marker_payload(insn, &payload)) {
 			uintptr_t u = payload | (uintptr_t)(n - 1 - i) << 16 |
 				      (uintptr_t)kernel << 32;
 
@@ -771,14 +1168,23 @@ static void json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-static gint by_transfers(gconstpointer a, gconstpointer b)
+static uint64_t transfers_of(const struct hot_line *h)
+{
+	return h->hitm_local + h->hitm_remote + h->inval;
+}
+
+/* Remote HITM first, then transfers, then false sharing. */
+static gint by_rank(gconstpointer a, gconstpointer b)
 {
 	const struct hot_line *x = *(struct hot_line * const *)a;
 	const struct hot_line *y = *(struct hot_line * const *)b;
-	uint64_t tx = x->hitm + x->inval + x->shared, ty = y->hitm + y->inval + y->shared;
 
-	if (tx != ty)
-		return tx > ty ? -1 : 1;
+	if (x->hitm_remote != y->hitm_remote)
+		return x->hitm_remote > y->hitm_remote ? -1 : 1;
+	if (transfers_of(x) != transfers_of(y))
+		return transfers_of(x) > transfers_of(y) ? -1 : 1;
+	if (x->false_sharing != y->false_sharing)
+		return x->false_sharing > y->false_sharing ? -1 : 1;
 	return x->paddr < y->paddr ? -1 : x->paddr > y->paddr;
 }
 
@@ -788,7 +1194,9 @@ static gint by_count(gconstpointer a, gconstpointer b)
 
 	if (x->count != y->count)
 		return x->count > y->count ? -1 : 1;
-	return x->pc < y->pc ? -1 : x->pc > y->pc;
+	if (x->pc != y->pc)
+		return x->pc < y->pc ? -1 : 1;
+	return x->peer < y->peer ? -1 : x->peer > y->peer;
 }
 
 static void write_line(FILE *f, struct hot_line *h)
@@ -798,18 +1206,20 @@ static void write_line(FILE *f, struct hot_line *h)
 	const char *sep = "";
 
 	fprintf(f, "{\"paddr\": \"0x%" PRIx64 "\", \"vaddr\": \"0x%" PRIx64
-		"\", \"node\": %d, \"hitm\": %" PRIu64 ", \"invalidations\": %" PRIu64
-		", \"shared\": %" PRIu64 ", \"false_shared\": %" PRIu64 ", \"vcpus\": [",
-		h->paddr, h->vaddr, h->node, h->hitm, h->inval, h->shared, h->false_shared);
+		"\", \"node\": %d, \"hitm_local\": %" PRIu64 ", \"hitm_remote\": %" PRIu64
+		", \"invalidations\": %" PRIu64 ", \"false_sharing\": %" PRIu64
+		", \"vcpus\": [", h->paddr, h->vaddr, h->node, h->hitm_local, h->hitm_remote,
+		h->inval, h->false_sharing);
 	for (int i = 0; i < nvcpus; i++) {
 		uint64_t *pv = &h->per_vcpu[PER_VCPU * i];
 
-		if (!pv[HITM] && !pv[INVAL] && !pv[SHARED])
+		if (!pv[LV_HITM_LOCAL] && !pv[LV_HITM_REMOTE] && !pv[LV_INVAL])
 			continue;
-		fprintf(f, "%s{\"vcpu\": %d, \"hitm\": %" PRIu64 ", \"invalidations\": %"
-			PRIu64 ", \"shared\": %" PRIu64 ", \"shared_stores\": %" PRIu64
-			", \"store_bytes\": \"0x%016" PRIx64 "\"}", sep, i, pv[HITM], pv[INVAL],
-			pv[SHARED], pv[SHARED_STORE], pv[STORE_BYTES]);
+		fprintf(f, "%s{\"vcpu\": %d, \"hitm_local\": %" PRIu64 ", \"hitm_remote\": %"
+			PRIu64 ", \"invalidations\": %" PRIu64 ", \"false_sharing\": %" PRIu64
+			", \"load_bytes\": \"0x%016" PRIx64 "\", \"store_bytes\": \"0x%016" PRIx64
+			"\"}", sep, i, pv[LV_HITM_LOCAL], pv[LV_HITM_REMOTE], pv[LV_INVAL],
+			pv[LV_FALSE], pv[LV_LOAD_BYTES], pv[LV_STORE_BYTES]);
 		sep = ", ";
 	}
 	fputs("], \"pcs\": [", f);
@@ -819,11 +1229,13 @@ static void write_line(FILE *f, struct hot_line *h)
 	for (int i = 0; i < PC_SLOTS && shown < pcs_n; i++) {
 		if (!pcs[i].count)
 			break;
-		fprintf(f, "%s{\"pc\": \"0x%" PRIx64 "\", \"events\": %" PRIu64
-			", \"overcount_max\": %" PRIu64 ", \"hitm\": %" PRIu64
-			", \"invalidations\": %" PRIu64 ", \"shared\": %" PRIu64
-			", \"vcpus\": [", sep, pcs[i].pc, pcs[i].count, pcs[i].err,
-			pcs[i].hitm, pcs[i].inval, pcs[i].shared);
+		fprintf(f, "%s{\"pc\": \"0x%" PRIx64 "\", \"peer_pc\": \"0x%" PRIx64
+			"\", \"transfers\": %" PRIu64 ", \"overcount_max\": %" PRIu64
+			", \"hitm_local\": %" PRIu64 ", \"hitm_remote\": %" PRIu64
+			", \"invalidations\": %" PRIu64 ", \"false_sharing\": %" PRIu64
+			", \"vcpus\": [", sep, pcs[i].pc, pcs[i].peer, pcs[i].count, pcs[i].err,
+			pcs[i].hitm_local, pcs[i].hitm_remote, pcs[i].inval,
+			pcs[i].false_sharing);
 		for (int j = 0, first = 1; j < nvcpus; j++) {
 			if (pcs[i].vcpus & 1U << j) {
 				fprintf(f, first ? "%d" : ", %d", j);
@@ -837,28 +1249,6 @@ static void write_line(FILE *f, struct hot_line *h)
 	fputs("]}", f);
 }
 
-/*
- * False sharing, per line: a vCPU's shared stores are false when the bytes
- * it stored to are stored to by no other vCPU, while others store to other
- * bytes of the line (packed per-CPU slots). Any overlap (a shared counter)
- * makes all of that vCPU's stores true sharing.
- */
-static void classify(struct hot_line *h, int p)
-{
-	h->false_shared = 0;
-	for (int i = 0; i < nvcpus; i++) {
-		uint64_t mine = h->per_vcpu[PER_VCPU * i + STORE_BYTES], others = 0;
-
-		for (int j = 0; j < nvcpus; j++)
-			if (j != i)
-				others |= h->per_vcpu[PER_VCPU * j + STORE_BYTES];
-		if (mine && others && !(mine & others)) {
-			h->false_shared += h->per_vcpu[PER_VCPU * i + SHARED_STORE];
-			vcpus[i].ph[p].false_shared += h->per_vcpu[PER_VCPU * i + SHARED_STORE];
-		}
-	}
-}
-
 static void write_phase(FILE *f, int p)
 {
 	GPtrArray *lines = g_ptr_array_new();
@@ -866,19 +1256,16 @@ static void write_phase(FILE *f, int p)
 	gpointer k, val;
 	uint64_t phase_lines = 0;
 
-	for (int i = 0; i < nvcpus; i++)
-		vcpus[i].ph[p].false_shared = 0;
 	g_hash_table_iter_init(&it, hot);
 	while (g_hash_table_iter_next(&it, &k, &val)) {
 		struct hot_line *h = val;
 
 		if ((h->key & 0xff) == (uint64_t)p) {
-			classify(h, p);
 			g_ptr_array_add(lines, h);
 			phase_lines++;
 		}
 	}
-	g_ptr_array_sort(lines, by_transfers);
+	g_ptr_array_sort(lines, by_rank);
 	fprintf(f, "{\"phase\": %d, \"windows\": %" PRIu64 ", \"contended_lines\": %"
 		PRIu64 ", \"vcpus\": [", p, windows[p], phase_lines);
 	for (int i = 0; i < nvcpus; i++) {
@@ -888,12 +1275,16 @@ static void write_phase(FILE *f, int p)
 			", \"insns_kernel\": %" PRIu64 ", \"loads\": %" PRIu64
 			", \"stores\": %" PRIu64 ", \"local\": %" PRIu64 ", \"remote\": %"
 			PRIu64 ", \"io\": %" PRIu64 ", \"unmapped\": %" PRIu64
-			", \"hitm\": %" PRIu64 ", \"invalidations\": %" PRIu64
-			", \"shared\": %" PRIu64 ", \"shared_stores\": %" PRIu64
-			", \"false_shared\": %" PRIu64 "}",
+			", \"misses_local\": %" PRIu64 ", \"misses_remote\": %" PRIu64
+			", \"hitm_local\": %" PRIu64 ", \"hitm_remote\": %" PRIu64
+			", \"invalidations\": %" PRIu64 ", \"true_sharing\": %" PRIu64
+			", \"false_sharing\": %" PRIu64 ", \"contended\": %" PRIu64
+			", \"contended_false\": %" PRIu64 "}",
 			i ? ", " : "", i, vcpus[i].node, c->insns_user, c->insns_kernel,
 			c->loads, c->stores, c->local, c->remote, c->io, c->unmapped,
-			c->hitm, c->inval, c->shared, c->shared_stores, c->false_shared);
+			c->miss_local, c->miss_remote, c->hitm_local, c->hitm_remote,
+			c->inval, c->true_sharing, c->false_sharing, c->contended,
+			c->contended_false);
 	}
 	fputs("], \"lines\": [", f);
 	for (unsigned int i = 0; i < lines->len && i < top_n; i++) {
@@ -935,9 +1326,12 @@ static void write_json(FILE *f)
 		QEMU_PLUGIN_VERSION, api_min, api_cur);
 	fputs(", \"target\": ", f);
 	json_str(f, target);
-	fprintf(f, ", \"vcpus\": %d, \"vcpu_threads\": %d, \"line_bytes\": %d"
-		", \"line_table_bytes\": %zu, \"segments\": [", nvcpus, vcpu_threads(),
-		1 << LINE_SHIFT, table_bytes);
+	fprintf(f, ", \"vcpus\": %d, \"vcpu_threads\": %d, \"line_bytes\": %u"
+		", \"cache\": {\"bytes\": %" PRIu64 ", \"assoc\": %u, \"sets\": %" PRIu64
+		", \"coherence\": %s}, \"count\": \"%s\", \"line_table_bytes\": %zu"
+		", \"segments\": [", nvcpus, vcpu_threads(), 1U << line_shift, cache_bytes,
+		assoc, nsets, coherence ? "true" : "false", count_all ? "all" : "windows",
+		table_bytes);
 	for (int i = 0; i < nsegs; i++)
 		fprintf(f, "%s{\"raw\": [\"0x%" PRIx64 "\", \"0x%" PRIx64 "\"], \"gpa\": \"0x%"
 			PRIx64 "\", \"node\": %d}", i ? ", " : "", segs[i].raw_lo,
@@ -945,7 +1339,7 @@ static void write_json(FILE *f)
 	fprintf(f, "], \"markers\": {\"bad\": %" PRIu64 ", \"unmatched_ends\": %" PRIu64
 		", \"nested_starts\": %" PRIu64 "}, \"open_phase\": ", bad_markers,
 		unmatched_ends, nested_starts);
-	if (open >= 0)
+	if (open >= 0 && !count_all)
 		fprintf(f, "%d", open);
 	else
 		fputs("null", f);
@@ -975,6 +1369,12 @@ static void free_all(void)
 	for (int i = 0; i < nsegs; i++) {
 		munmap(segs[i].lines, segs[i].nlines * sizeof(uint64_t));
 		segs[i].lines = NULL;
+		for (int v = 0; v < nvcpus; v++)
+			munmap(segs[i].win[v], segs[i].nlines * sizeof(struct win_line));
+	}
+	for (int i = 0; i < nvcpus; i++) {
+		g_free(vcpus[i].ways);
+		g_free(vcpus[i].touched);
 	}
 	g_free(vcpus);
 	vcpus = NULL;
@@ -998,7 +1398,7 @@ static void at_exit(qemu_plugin_id_t id, void *udata)
 		plugin_err("%d vCPUs in one thread: QEMU 10 gave callbacks the index of the vCPU that translated a block, not of the one running it; totals are exact, the split by vCPU is not",
 			   nvcpus);
 #endif
-	g_mutex_lock(&lock);
+	pthread_mutex_lock(&lock);
 	if (open >= 0) {	/* a window still open has what ran so far */
 		snapshot(snap, 0, false, 0);
 		add_window(open, snap);
@@ -1031,7 +1431,7 @@ static void at_exit(qemu_plugin_id_t id, void *udata)
 		}
 	}
 	free_all();
-	g_mutex_unlock(&lock);
+	pthread_mutex_unlock(&lock);
 }
 
 /* At install, and again after each reset (which drops them all). */
@@ -1077,6 +1477,43 @@ static bool parse_range(const char *s, uint64_t *lo, uint64_t *hi, uint64_t *n,
 	if (*e != ':' || !parse_u64(e + 1, n, &e) || *e)
 		return false;
 	return *lo <= *hi;
+}
+
+/* cache=BYTES (K, M), assoc=N, line=BYTES */
+static int parse_cache_arg(const char *key, const char *val)
+{
+	const char *e;
+	uint64_t n;
+
+	if (!parse_u64(val, &n, &e)) {
+		plugin_err("%s=%s: want a number", key, val);
+		return -1;
+	}
+	if (*e == 'K' || *e == 'k')
+		n <<= 10, e++;
+	else if (*e == 'M' || *e == 'm')
+		n <<= 20, e++;
+	if (*e || !n || n & (n - 1) || n > 1ULL << 32) {
+		plugin_err("%s=%s: want a power of two (cache=: K and M suffixes)", key, val);
+		return -1;
+	}
+	if (!strcmp(key, "cache")) {
+		cache_bytes = n;
+	} else if (!strcmp(key, "assoc")) {
+		if (n > 64) {
+			plugin_err("assoc=%s: at most 64 ways", val);
+			return -1;
+		}
+		assoc = (unsigned int)n;
+	} else {
+		if (n < 8 || n > MAX_LINE) {
+			plugin_err("line=%s: 8 to %d bytes (byte masks are 64 bits)", val,
+				   MAX_LINE);
+			return -1;
+		}
+		line_shift = (unsigned int)__builtin_ctzll(n);
+	}
+	return 0;
 }
 
 static int parse_args(int argc, char **argv)
@@ -1125,6 +1562,23 @@ static int parse_args(int argc, char **argv)
 			ramarg[nramargs].lo = lo;
 			ramarg[nramargs].hi = hi;
 			ramarg[nramargs++].gpa = n;
+		} else if (!strcmp(argv[i], "cache") || !strcmp(argv[i], "assoc") ||
+			   !strcmp(argv[i], "line")) {
+			if (parse_cache_arg(argv[i], val))
+				return -1;
+		} else if (!strcmp(argv[i], "coherence") || !strcmp(argv[i], "count")) {
+			bool first = !strcmp(argv[i], "coherence");
+			const char *yes = first ? "on" : "all", *no = first ? "off" : "windows";
+
+			if (strcmp(val, yes) && strcmp(val, no)) {
+				plugin_err("%s=%s: want %s=%s or %s=%s", argv[i], val, argv[i], yes,
+					   argv[i], no);
+				return -1;
+			}
+			if (first)
+				coherence = !strcmp(val, yes);
+			else
+				count_all = !strcmp(val, yes);
 		} else if (!strcmp(argv[i], "mem")) {
 			if (strcmp(val, "windows") && strcmp(val, "always")) {
 				plugin_err("mem=%s: want mem=windows or mem=always", val);
@@ -1144,7 +1598,7 @@ static int parse_args(int argc, char **argv)
 			else
 				lines_max = n;
 		} else {
-			plugin_err("unknown argument \"%s\"; known: out, node, cpus, ram, mem, top, pcs, lines_max",
+			plugin_err("unknown argument \"%s\"; known: out, node, cpus, ram, cache, assoc, line, coherence, count, mem, top, pcs, lines_max",
 				   argv[i]);
 			return -1;
 		}
@@ -1191,7 +1645,12 @@ static int make_segments(void)
 		s->raw_hi = ramarg[i].hi;
 		s->gpa = ramarg[i].gpa;
 		s->node = node;
-		s->nlines = (size_t)((len + (1U << LINE_SHIFT) - 1) >> LINE_SHIFT);
+		if ((ramarg[i].gpa | len) & ((1U << line_shift) - 1)) {
+			plugin_err("ram range at 0x%" PRIx64 " of 0x%" PRIx64
+				   " bytes is not in whole lines", ramarg[i].gpa, len);
+			return -1;
+		}
+		s->nlines = (size_t)(len >> line_shift);
 		/* Only the pages of states for lines the guest touches become resident. */
 		s->lines = mmap(NULL, s->nlines * sizeof(uint64_t), PROT_READ | PROT_WRITE,
 				MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -1201,6 +1660,17 @@ static int make_segments(void)
 			return -1;
 		}
 		table_bytes += s->nlines * sizeof(uint64_t);
+		for (int v = 0; v < nvcpus; v++) {
+			s->win[v] = mmap(NULL, s->nlines * sizeof(struct win_line),
+					 PROT_READ | PROT_WRITE,
+					 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+			if (s->win[v] == MAP_FAILED) {
+				plugin_err("cannot map %zu bytes of window records: %s",
+					   s->nlines * sizeof(struct win_line), strerror(errno));
+				return -1;
+			}
+			table_bytes += s->nlines * sizeof(struct win_line);
+		}
 	}
 	return 0;
 }
@@ -1242,13 +1712,26 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
 			return -1;
 		}
 	}
+	nsets = cache_bytes / ((uint64_t)assoc << line_shift);
+	if (!nsets) {
+		plugin_err("cache=%" PRIu64 " holds fewer than assoc=%u lines of %u bytes",
+			   cache_bytes, assoc, 1U << line_shift);
+		return -1;
+	}
 	vcpus = g_malloc0(sizeof(*vcpus) * (size_t)nvcpus);
-	for (int i = 0; i < nvcpus; i++)
+	for (int i = 0; i < nvcpus; i++) {
 		vcpus[i].node = cpu_node[i];
+		pthread_mutex_init(&vcpus[i].touched_lock, NULL);
+		vcpus[i].ways = g_malloc0(sizeof(struct way) * nsets * assoc);
+	}
 	hot = g_hash_table_new(g_int64_hash, g_int64_equal);
+	if (count_all) {	/* one window, phase 0, from here to exit */
+		windows[0] = 1;
+		active_phase = 0;
+	}
 #if KLOC_INLINE
 	plugin_id = id;
-	mem_on = mem_always;
+	mem_on = mem_always || count_all;
 	score = qemu_plugin_scoreboard_new(sizeof(struct totals));
 	insns_inline[0] = qemu_plugin_scoreboard_u64_in_struct(score, struct totals, insns[0]);
 	insns_inline[1] = qemu_plugin_scoreboard_u64_in_struct(score, struct totals, insns[1]);

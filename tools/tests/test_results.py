@@ -105,7 +105,7 @@ class Report(unittest.TestCase):
         small ones no '-0.0k', and every title fits its panel."""
         def counted(base: float, fs: float) -> list[dict[str, object]]:
             return [{'counted': {'insns_pkt_single': base + 17 * i, 'insns_pkt_all': base,
-                                 'wshared_pkt_all': 1000.0 + i, 'fshared_pkt_all': fs + i,
+                                 'fsharing_pkt_all': 1000.0 + i, 'fcontended_pkt_all': fs + i,
                                  'remote_pct_all': 30.0 + 20 * i}} for i in range(3)]
         diffs = metrics.compare(counted(6543, 0.0), counted(6600, 38.0), 0.05, kind='counted')
         diffs += metrics.compare(self.runs(1, 1.0), self.runs(2, 0.95), 0.05)

@@ -465,7 +465,7 @@ class Report(unittest.TestCase):
         timed = timed_diffs(5, 0.9)
         self.assertIn('regression in', tables.verdict(timed))
         counts = {'insns_pkt_single': 7000.0, 'insns_pkt_all': 9000.0,
-                  'wshared_pkt_all': 3.0, 'fshared_pkt_all': 1.0}
+                  'fsharing_pkt_all': 3.0, 'fcontended_pkt_all': 1.0}
         same: list[dict[str, object]] = [
             {'counted': dict(counts, insns_pkt_single=7000.0 + i)} for i in range(3)]
         counted = metrics.compare(same, same, 0.05, kind='counted')

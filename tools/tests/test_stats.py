@@ -186,8 +186,8 @@ class CountedVerdicts(unittest.TestCase):
         rng = random.Random(seed)
         return [{'counted': {'insns_pkt_single': rng.gauss(insns, insns * 0.003),
                              'insns_pkt_all': rng.gauss(insns, insns * 0.005),
-                             'shared_pkt_all': rng.gauss(shared, shared * 0.02),
-                             'wshared_pkt_all': rng.gauss(shared / 3, shared * 0.01),
+                             'contended_pkt_all': rng.gauss(shared, shared * 0.02),
+                             'fsharing_pkt_all': rng.gauss(shared / 3, shared * 0.01),
                              'remote_pct_all': rng.gauss(10, 0.3),
                              'transfers_pkt_all': rng.gauss(2, 0.5)}} for _ in range(3)]
 
@@ -195,11 +195,11 @@ class CountedVerdicts(unittest.TestCase):
         a = self.records(1, 7000, 6)
         b = self.records(2, 7350, 60)
         diffs = {d.figure.name: d for d in metrics.compare(a, b, 0.05, kind='counted')}
-        for name in ('insns_pkt_single', 'insns_pkt_all', 'wshared_pkt_all'):
+        for name in ('insns_pkt_single', 'insns_pkt_all', 'fsharing_pkt_all'):
             self.assertEqual(diffs[name].verdict, 'higher', name)
             self.assertEqual(metrics.better_or_worse(diffs[name]), 'worse', name)
             self.assertEqual(diffs[name].test.name, "Welch's t")
-        for name in ('transfers_pkt_all', 'shared_pkt_all', 'remote_pct_all'):
+        for name in ('transfers_pkt_all', 'contended_pkt_all', 'remote_pct_all'):
             self.assertEqual(diffs[name].verdict, 'detail', name)
         need = metrics.runs_needed(diffs['insns_pkt_single'], 0.036, 0.05, 4)
         self.assertLessEqual(need, 3)
@@ -216,20 +216,20 @@ class CountedVerdicts(unittest.TestCase):
         # At 0.3% spread 3 runs see 3.6%. Write sharing at 2 a packet is near
         # zero: judged in stores a packet, its interval within +-1.
         self.assertEqual(verdicts['insns_pkt_single'], 'same')
-        self.assertEqual(verdicts['wshared_pkt_all'], 'same')
+        self.assertEqual(verdicts['fsharing_pkt_all'], 'same')
         # Where it is large (1,000 a packet, CV 3%), 3 runs cannot see 3.6%,
         # and say so.
         big = metrics.compare(self.records(3, 7000, 3000), self.records(4, 7000, 3000), 0.05,
                               kind='counted')
-        self.assertEqual({d.figure.name: d.verdict for d in big}['wshared_pkt_all'],
+        self.assertEqual({d.figure.name: d.verdict for d in big}['fsharing_pkt_all'],
                          'inconclusive')
 
 
 def counted(insns_1: list[float], insns_n: list[float], wshared: list[float],
             fshared: list[float]) -> list[dict[str, object]]:
     """Counted-run records of the 4 counted primaries, one a run."""
-    return [{'counted': {'insns_pkt_single': i1, 'insns_pkt_all': i2, 'wshared_pkt_all': w,
-                         'fshared_pkt_all': f}}
+    return [{'counted': {'insns_pkt_single': i1, 'insns_pkt_all': i2, 'fsharing_pkt_all': w,
+                         'fcontended_pkt_all': f}}
             for i1, i2, w, f in zip(insns_1, insns_n, wshared, fshared)]
 
 
@@ -248,23 +248,23 @@ class HonestVerdicts(unittest.TestCase):
     def test_a_comment_is_no_change(self) -> None:
         diffs = metrics.compare(self.NOOP_A, self.NOOP_B, 0.05, kind='counted')
         by = {d.figure.name: d for d in diffs}
-        self.assertLess(by['fshared_pkt_all'].test.p, 0.05)
-        self.assertAlmostEqual(by['fshared_pkt_all'].change_pct, -28.3, places=1)
+        self.assertLess(by['fcontended_pkt_all'].test.p, 0.05)
+        self.assertAlmostEqual(by['fcontended_pkt_all'].change_pct, -28.3, places=1)
         self.assertEqual({n: d.verdict for n, d in by.items()},
                          dict.fromkeys(by, 'same'))
         self.assertEqual(tables.verdict(diffs), 'no significant difference in counts')
         # The sharing figures are near zero: in stores a packet, not percent.
-        fs = by['fshared_pkt_all'].absolute
+        fs = by['fcontended_pkt_all'].absolute
         assert fs is not None
         self.assertAlmostEqual(fs.change, -0.00176667, places=7)
         self.assertLess(-1.0, fs.ci.lo)
         self.assertLess(fs.ci.hi, 1.0)
         self.assertIsNone(by['insns_pkt_all'].absolute)
         text = tables.render(diffs, 'base', 'patched', 0.05)
-        block = text.split('false-sharing stores per packet')[1].split('\n\n')[0]
+        block = text.split('false-sharing contended accesses per packet')[1].split('\n\n')[0]
         change = [line for line in block.splitlines()
                   if line.lstrip().startswith('change ')]
-        self.assertEqual(change, ['  change         -0.00177 stores/packet  CI [-0.00332, '
+        self.assertEqual(change, ['  change         -0.00177 accesses/packet  CI [-0.00332, '
                                   '-0.000218]'])
         self.assertNotIn('-28.', block)         # no percent of a near-zero base
         self.assertNotIn('inconclusive', text)
@@ -313,22 +313,22 @@ class HonestVerdicts(unittest.TestCase):
         a = counted([6529] * 3, [6498, 6499, 6497], [0.24, 2.25, 0.82], [0.0021, 0.0046, 0.0021])
         b = counted([6506] * 3, [6503, 6502, 6504], [2.24, 2.14, 2.31], [1.969, 1.998, 1.969])
         diffs = metrics.compare(a, b, 0.05, kind='counted')
-        fs = {d.figure.name: d for d in diffs}['fshared_pkt_all']
+        fs = {d.figure.name: d for d in diffs}['fcontended_pkt_all']
         self.assertEqual(fs.verdict, 'higher')
         text = tables.render(diffs, 'base', 'patched', 0.05)
         # in stores a packet, not +93,662% (or 916x) of a 0.0021 base
-        self.assertIn('  change             +2.0 stores/packet  CI [+1.9, +2.0]\n', text)
+        self.assertIn('  change             +2.0 accesses/packet  CI [+1.9, +2.0]\n', text)
         assert fs.absolute is not None
         self.assertAlmostEqual(fs.absolute.change, 5.9360 / 3 - 0.0088 / 3, places=9)
         # Write sharing (0.82 a packet, CV 94%) may have risen by more than 1: its
         # interval is [-1.4, +3.7]; the instructions moved 0.35% and 0.08%.
         self.assertEqual({d.figure.name: d.verdict for d in diffs},
                          {'insns_pkt_single': 'small', 'insns_pkt_all': 'small',
-                          'wshared_pkt_all': 'inconclusive', 'fshared_pkt_all': 'higher'})
-        self.assertEqual(tables.verdict(diffs), 'regression in 1 of 4 counted figures '
-                                                '(false sharing), significant but below the '
-                                                'change of interest in 2 of 4 counted figures '
-                                                '(insns 1 thread, insns all CPUs)')
+                          'fsharing_pkt_all': 'inconclusive', 'fcontended_pkt_all': 'higher'})
+        self.assertEqual(tables.verdict(diffs),
+                         'regression in 1 of 4 counted figures (false-shared accesses), '
+                         'significant but below the change of interest in 2 of 4 counted '
+                         'figures (insns 1 thread, insns all CPUs)')
         # Near zero while 3.6% of the base is under a store a packet (below 27.8);
         # instructions never are, nor timed figures.
         self.assertTrue(fs.figure.near_zero(27.0, 0.036))

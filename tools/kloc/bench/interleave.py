@@ -132,8 +132,9 @@ def _brief_counted(record: dict[str, object] | None) -> str:
     text = f'{c["insns_pkt_single"]:,.0f} and {c["insns_pkt_all"]:,.0f} insns/packet'
     if 'remote_pct_all' not in c:       # the per-vCPU split was not measured
         return text
-    return (text + f', {c["shared_pkt_all"]:,.1f} shared-line accesses/packet, '
-            f'{c["remote_pct_all"]:.1f}% remote')
+    return (text + f', {c["transfers_pkt_all"]:,.2f} transfers/packet '
+            f'({c["fsharing_pkt_all"]:,.2f} false sharing), '
+            f'{c["remote_miss_pct_all"]:.1f}% of misses remote')
 
 
 def run(plan: AbPlan) -> Store:

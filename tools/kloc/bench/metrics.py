@@ -6,8 +6,9 @@ Two kinds of figure:
   ones (1 thread, all CPUs, scaling efficiency) are tested together with
   the Mann-Whitney U test, Holm-adjusted.
 - counted: per packet, from boots under the QEMU plugin (see
-  kloc/counting/counts.py): instructions, the remote-node share of RAM accesses,
-  accesses to write-shared cache lines. Better when lower. They are near-
+  kloc/counting/counts.py): instructions, transfers between the modelled
+  caches and the false-sharing ones, misses, the remote-node shares of RAM
+  accesses and of misses. Better when lower. They are near-
   deterministic, so Welch's t-test, Holm-adjusted over the counted
   primaries, judges them at 3 runs a side.
 Non-primary figures are shown, with their own p, but give no verdict.
@@ -47,8 +48,7 @@ EFFECT_OF_INTEREST = 0.036
 # cost. It is then reported as the change of the means in events a packet,
 # with Welch's interval, and judged against the threshold; above the floor,
 # in percent against the change of interest, which is then the larger.
-ABSOLUTE_INTEREST = {'stores/packet': 1.0, 'accesses/packet': 1.0,
-                     'transfers/packet': 1.0}
+ABSOLUTE_INTEREST = {'transfers/packet': 1.0, 'accesses/packet': 1.0, 'misses/packet': 1.0}
 
 # What each verdict says, in every report, plot and record.
 VERDICT_WORDS = {
@@ -95,28 +95,41 @@ COUNTED = {
                          'insns 1 thread', True),
     'insns_pkt_all': ('instructions per packet, one thread per CPU', 'insns/packet',
                       'insns all CPUs', True),
-    # Stores to a line another CPU stored to in the window: what packed
-    # per-CPU counters and contended refcounts make, and read-mostly data
-    # (jiffies, lookups) does not.
-    'wshared_pkt_all': ('stores to lines another CPU stores to, per packet, all CPUs',
-                        'stores/packet', 'write sharing', True),
-    # Of those, stores to bytes of the line that no other CPU stores to while
-    # others store to the line's other bytes: false sharing, as packed
-    # per-CPU slots make it.
-    'fshared_pkt_all': ('false-sharing stores per packet, all CPUs', 'stores/packet',
-                        'false sharing', True),
-    'shared_pkt_all': ('accesses to write-shared lines per packet, all CPUs',
-                       'accesses/packet', 'line sharing', False),
-    # Where the kernel placed the memory a boot touches varies from boot to
-    # boot: shown, and tested, but no verdict.
-    'remote_pct_all': ('remote-node share of RAM accesses, all CPUs', '%',
-                       'remote share', False),
+    # Contended accesses: a load of a line another CPU stores to in the
+    # window, a store to a line another CPU accesses (an atomic counts once):
+    # what would move the line between caches if the CPUs ran interleaved
+    # access by access, whatever order QEMU ran them in. False sharing: the
+    # CPU's bytes of the line meet no other's where one of them stores
+    # (packed per-CPU slots); read-mostly data (jiffies) is true sharing.
+    'fcontended_pkt_all': ('false-sharing contended accesses per packet, all CPUs',
+                           'accesses/packet', 'false-shared accesses', True),
+    # Transfers between the modelled caches in the order QEMU ran the CPUs
+    # (HITM + invalidations), and the false-sharing ones among them. Under
+    # thread=single a line changes hands only where QEMU switches CPUs.
+    'fsharing_pkt_all': ('false-sharing transfers per packet, all CPUs',
+                         'transfers/packet', 'false-sharing transfers', True),
+    'contended_pkt_all': ('contended accesses per packet, all CPUs', 'accesses/packet',
+                          'contended', False),
     'transfers_pkt_all': ('line transfers (HITM + invalidations) per packet, all CPUs',
                           'transfers/packet', 'transfers', False),
-    'wshared_pkt_single': ('stores to lines another CPU stores to, per packet, 1 thread',
-                           'stores/packet', 'write sharing 1 thread', False),
-    'shared_pkt_single': ('accesses to write-shared lines per packet, 1 thread',
-                          'accesses/packet', 'sharing 1 thread', False),
+    'hitm_lcl_pkt_all': ('local-node HITM per packet, all CPUs', 'transfers/packet',
+                         'HITM local', False),
+    'hitm_rmt_pkt_all': ('remote-node HITM per packet, all CPUs', 'transfers/packet',
+                         'HITM remote', False),
+    'misses_pkt_all': ('cache misses per packet, all CPUs', 'misses/packet', 'misses',
+                       False),
+    # Where the kernel placed the memory a boot touches varies from boot to
+    # boot: shown, and tested, but no verdict.
+    'remote_miss_pct_all': ('remote-node share of cache misses, all CPUs', '%',
+                            'remote misses', False),
+    'remote_pct_all': ('remote-node share of RAM accesses, all CPUs', '%',
+                       'remote share', False),
+    'transfers_pkt_single': ('line transfers per packet, 1 thread', 'transfers/packet',
+                             'transfers 1 thread', False),
+    'misses_pkt_single': ('cache misses per packet, 1 thread', 'misses/packet',
+                          'misses 1 thread', False),
+    'remote_miss_pct_single': ('remote-node share of cache misses, 1 thread', '%',
+                               'remote misses 1 thread', False),
     'remote_pct_single': ('remote-node share of RAM accesses, 1 thread', '%',
                           'remote 1 thread', False),
 }

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kloc.counting.errors import CountingError
-from kloc.counting.plugin import MARKER_H, PLUGIN_NAME, c_define
+from kloc.counting.plugin import MARKER_H, PLUGIN_NAME, PLUGIN_VERSION, c_define
 
 
 def marker_define(name: str, header: Path = MARKER_H) -> int:
@@ -33,23 +33,35 @@ class VcpuCounts:
     insns_kernel: int
     loads: int
     stores: int
-    local: int
-    remote: int
+    local: int              # RAM accesses to this vCPU's node
+    remote: int             # and to other nodes
     io: int
     unmapped: int
-    hitm: int
-    invalidations: int
-    shared: int
-    shared_stores: int = 0      # stores among shared: write-write sharing
-    false_shared: int = 0       # of those, to bytes no other vCPU stored to
+    misses_local: int       # cache misses, by the line's home node
+    misses_remote: int
+    hitm_local: int         # accesses to a line another vCPU held modified, by its node
+    hitm_remote: int
+    invalidations: int      # stores to a line other vCPUs held unmodified
+    true_sharing: int       # the transfers (HITM + invalidations), by their bytes
+    false_sharing: int
+    contended: int          # accesses that could transfer under a finer interleaving
+    contended_false: int    # of those, to bytes no other vCPU's meet
 
     @property
     def insns(self) -> int:
         return self.insns_user + self.insns_kernel
 
     @property
+    def hitm(self) -> int:
+        return self.hitm_local + self.hitm_remote
+
+    @property
     def transfers(self) -> int:
         return self.hitm + self.invalidations
+
+    @property
+    def misses(self) -> int:
+        return self.misses_local + self.misses_remote
 
     @property
     def remote_share(self) -> float:
@@ -60,45 +72,59 @@ class VcpuCounts:
 
 @dataclass(frozen=True)
 class PcCount:
+    """A pair of PCs on a line: the requester's access, and the holder's last one."""
     pc: int
-    events: int           # hitm + invalidations + shared, as counted for ranking
-    overcount_max: int    # the space-saving bound: events may be this much high
-    hitm: int             # since this PC last took its slot
+    peer_pc: int
+    transfers: int        # as counted for ranking
+    overcount_max: int    # the space-saving bound: transfers may be this much high
+    hitm_local: int       # since this pair last took its slot
+    hitm_remote: int
     invalidations: int
-    shared: int
+    false_sharing: int
     vcpus: tuple[int, ...]
-
-    @property
-    def transfers(self) -> int:
-        return self.hitm + self.invalidations
 
 
 @dataclass(frozen=True)
 class LineVcpu:
     vcpu: int
-    hitm: int
+    hitm_local: int
+    hitm_remote: int
     invalidations: int
-    shared: int
-    shared_stores: int = 0
-    store_bytes: int = 0        # bit i: byte i of the line, by its shared stores
+    false_sharing: int
+    load_bytes: int       # bit i: byte i of the line, loaded (not stored) at its transfers
+    store_bytes: int      # and stored
+
+    @property
+    def transfers(self) -> int:
+        return self.hitm_local + self.hitm_remote + self.invalidations
 
 
 @dataclass(frozen=True)
 class Line:
     paddr: int            # guest-physical, of the line
-    vaddr: int            # of the first access counted on the line (names its object)
+    vaddr: int            # of the first transfer's access (names its object)
     node: int
-    hitm: int
+    hitm_local: int
+    hitm_remote: int
     invalidations: int
-    shared: int
+    false_sharing: int
     vcpus: tuple[LineVcpu, ...]
     pcs: tuple[PcCount, ...]
-    false_shared: int = 0       # shared stores to bytes only their vCPU stores to
     size: int = field(kw_only=True)     # bytes: the plugin's line_bytes
 
     @property
     def transfers(self) -> int:
-        return self.hitm + self.invalidations
+        return self.hitm_local + self.hitm_remote + self.invalidations
+
+
+@dataclass(frozen=True)
+class CacheModel:
+    """The plugin's per-vCPU caches, as its JSON gives them."""
+    size: int             # bytes
+    assoc: int
+    sets: int
+    line: int             # bytes
+    coherence: bool
 
 
 @dataclass(frozen=True)
@@ -114,8 +140,15 @@ class Phase:
 
     @property
     def remote_share(self) -> float:
+        """The remote-node share of the RAM accesses."""
         n = self.total('local') + self.total('remote')
         return self.total('remote') / n if n else float('nan')
+
+    @property
+    def remote_miss_share(self) -> float:
+        """The remote-node share of the cache misses: what NUMA placement costs."""
+        n = self.total('misses')
+        return self.total('misses_remote') / n if n else float('nan')
 
 
 @dataclass(frozen=True)
@@ -127,6 +160,8 @@ class Counts:
     vcpus: int
     vcpu_threads: int
     line_table_bytes: int
+    cache: CacheModel
+    count: str                    # 'windows', or 'all' (one window, the whole run)
     open_phase: int | None
     bad_markers: int
     unmatched_ends: int
@@ -142,9 +177,10 @@ class Counts:
         callback the index of the vCPU that translated the block, not of the
         one running it (gen_cpu_index(): kloc-count.c says more). Totals stay
         exact; what depends on which vCPU ran an access does not: its node
-        (remote share), and the line model's sharers (sharing, transfers,
-        false sharing, the contended lines). QEMU 7.2 (plugin API 1), one vCPU,
-        or vCPUs in threads of their own are not affected."""
+        (remote share), the cache it went through (misses), and the transfers
+        between caches (HITM, invalidations, false sharing, the contended lines).
+        QEMU 7.2 (plugin API 1), one vCPU, or vCPUs in threads of their own
+        are not affected."""
         if self.vcpus <= 1 or self.vcpu_threads > 1 or self.api[2] < QEMU_TRANSLATING_INDEX:
             return ''
         return (f'QEMU\'s plugin API {self.api[2]} under thread=single passes callbacks the '
@@ -170,34 +206,51 @@ def _int(d: dict[str, object], k: str) -> int:
     return v
 
 
+def _line(li: dict[str, object], size: int) -> Line:
+    vcpus = li['vcpus']
+    pcs = li['pcs']
+    if not isinstance(vcpus, list) or not isinstance(pcs, list):
+        raise CountingError('a line without its vcpus and pcs lists')
+    return Line(_hex(li['paddr']), _hex(li['vaddr']), _int(li, 'node'),
+                _int(li, 'hitm_local'), _int(li, 'hitm_remote'), _int(li, 'invalidations'),
+                _int(li, 'false_sharing'),
+                tuple(LineVcpu(_int(c, 'vcpu'), _int(c, 'hitm_local'), _int(c, 'hitm_remote'),
+                               _int(c, 'invalidations'), _int(c, 'false_sharing'),
+                               _hex(c['load_bytes']), _hex(c['store_bytes']))
+                      for c in vcpus),
+                tuple(PcCount(_hex(c['pc']), _hex(c['peer_pc']), _int(c, 'transfers'),
+                              _int(c, 'overcount_max'), _int(c, 'hitm_local'),
+                              _int(c, 'hitm_remote'), _int(c, 'invalidations'),
+                              _int(c, 'false_sharing'), tuple(int(x) for x in c['vcpus']))
+                      for c in pcs),
+                size=size)
+
+
 def parse_counts(text: str) -> Counts:
     try:
         doc = json.loads(text)
         if doc.get('plugin') != PLUGIN_NAME:
             raise CountingError('not kloc-count output')
+        if str(doc.get('version', '')).split('.')[0] != PLUGIN_VERSION.split('.')[0]:
+            raise CountingError(f'written by kloc-count {doc.get("version")}, not '
+                                f'{PLUGIN_VERSION}: count again with this plugin')
         phases = {}
         line_bytes = _int(doc, 'line_bytes')
         for p in doc['phases']:
             vcpus = tuple(VcpuCounts(**{k: int(v) for k, v in c.items()}) for c in p['vcpus'])
-            lines = tuple(
-                Line(_hex(li['paddr']), _hex(li['vaddr']), int(li['node']), int(li['hitm']),
-                     int(li['invalidations']), int(li['shared']),
-                     tuple(LineVcpu(int(c['vcpu']), int(c['hitm']), int(c['invalidations']),
-                                    int(c['shared']), int(c.get('shared_stores', 0)),
-                                    _hex(c.get('store_bytes', '0x0'))) for c in li['vcpus']),
-                     tuple(PcCount(_hex(c['pc']), int(c['events']), int(c['overcount_max']),
-                                   int(c['hitm']), int(c['invalidations']), int(c['shared']),
-                                   tuple(int(x) for x in c['vcpus'])) for c in li['pcs']),
-                     int(li.get('false_shared', 0)), size=line_bytes)
-                for li in p['lines'])
+            lines = tuple(_line(li, line_bytes) for li in p['lines'])
             phases[int(p['phase'])] = Phase(int(p['phase']), int(p['windows']),
                                             int(p['contended_lines']), vcpus, lines)
         api = doc['api']
         m = doc['markers']
+        c = doc['cache']
         return Counts(str(doc['version']), str(doc['qemu_header']),
                       (_int(api, 'built'), _int(api, 'qemu_min'), _int(api, 'qemu_cur')),
                       str(doc['target']), _int(doc, 'vcpus'), _int(doc, 'vcpu_threads'),
-                      _int(doc, 'line_table_bytes'), doc['open_phase'],
+                      _int(doc, 'line_table_bytes'),
+                      CacheModel(_int(c, 'bytes'), _int(c, 'assoc'), _int(c, 'sets'),
+                                 line_bytes, bool(c['coherence'])),
+                      str(doc['count']), doc['open_phase'],
                       _int(m, 'bad'), _int(m, 'unmatched_ends'), _int(m, 'nested_starts'),
                       _int(doc, 'lines_dropped'), phases)
     except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -211,9 +264,11 @@ QEMU_TRANSLATING_INDEX = 4
 # The counted figures, in the order reports show them: bench/metrics.py
 # describes each (title, unit, whether it is a primary), and a tool test
 # checks that it describes exactly these.
-FIGURES = ('insns_pkt_single', 'insns_pkt_all', 'wshared_pkt_all', 'fshared_pkt_all',
-           'shared_pkt_all', 'remote_pct_all', 'transfers_pkt_all', 'wshared_pkt_single',
-           'shared_pkt_single', 'remote_pct_single')
+FIGURES = ('insns_pkt_single', 'insns_pkt_all', 'fcontended_pkt_all', 'fsharing_pkt_all',
+           'contended_pkt_all', 'transfers_pkt_all', 'hitm_lcl_pkt_all', 'hitm_rmt_pkt_all',
+           'misses_pkt_all', 'remote_miss_pct_all',
+           'remote_pct_all', 'transfers_pkt_single', 'misses_pkt_single',
+           'remote_miss_pct_single', 'remote_pct_single')
 
 
 # lo_counters.c's run_phase() marks each of its two phases once.
@@ -275,10 +330,14 @@ def per_packet(counts: Counts, record: dict[str, object]) -> dict[str, float]:
     out = {}
     for suffix, phase, n in (('single', single, n1), ('all', every, n2)):
         out[f'insns_pkt_{suffix}'] = phase.total('insns') / n
-        out[f'shared_pkt_{suffix}'] = phase.total('shared') / n
-        out[f'wshared_pkt_{suffix}'] = phase.total('shared_stores') / n
-        out[f'fshared_pkt_{suffix}'] = phase.total('false_shared') / n
+        out[f'contended_pkt_{suffix}'] = phase.total('contended') / n
+        out[f'fcontended_pkt_{suffix}'] = phase.total('contended_false') / n
         out[f'transfers_pkt_{suffix}'] = phase.total('transfers') / n
+        out[f'fsharing_pkt_{suffix}'] = phase.total('false_sharing') / n
+        out[f'hitm_lcl_pkt_{suffix}'] = phase.total('hitm_local') / n
+        out[f'hitm_rmt_pkt_{suffix}'] = phase.total('hitm_remote') / n
+        out[f'misses_pkt_{suffix}'] = phase.total('misses') / n
+        out[f'remote_miss_pct_{suffix}'] = 100 * phase.remote_miss_share
         out[f'remote_pct_{suffix}'] = 100 * phase.remote_share
     if counts.attribution:
         return {k: out[k] for k in FIGURES if k in INSTRUCTION_FIGURES}

@@ -19,6 +19,11 @@
  *            the other a counter 8 bytes into the second page: false
  *            sharing, on the second page's first line, that only a plugin
  *            looking up the second page's own address sees
+ *   phase 8  on a CPU of node 1, read one word a cache line of a 4 MiB
+ *            buffer bound to node 0, twice: four times the plugin's modelled
+ *            cache (1 MiB), so every line misses on both passes, remotely
+ *   phase 9  read-write false sharing: a thread on CPU 0 increments bytes
+ *            0..7 of a line while one on a CPU of node 1 reads bytes 32..39
  *
  * and writes what it did as one JSON line to the file given with -j.
  * Static, no libnuma: mbind and get_mempolicy are raw syscalls.
@@ -42,6 +47,7 @@
 #define MPOL_F_NODE 1
 #define MPOL_F_ADDR 2
 #define BUF_BYTES (1 << 20)
+#define BIG_BYTES (4 << 20)	/* phase 8: four times the modelled cache */
 #define MAX_THREADS 4
 
 static long iters = 200000;
@@ -73,21 +79,21 @@ static int first_cpu_of_node(int node)
 	return cpu;
 }
 
-/* A buffer whose pages the kernel must take from node; faulted in here. */
-static uint64_t *bound_buffer(int node, int *got_node)
+/* A buffer of bytes whose pages the kernel must take from node; faulted in here. */
+static uint64_t *bound_buffer(int node, size_t bytes, int *got_node)
 {
 	unsigned long mask = 1UL << node;
-	uint64_t *b = mmap(NULL, BUF_BYTES, PROT_READ | PROT_WRITE,
+	uint64_t *b = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
 			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	int where = -1;
 
 	if (b == MAP_FAILED)
 		return NULL;
-	if (syscall(SYS_mbind, b, BUF_BYTES, MPOL_BIND, &mask, 8 * sizeof(mask), 0)) {
+	if (syscall(SYS_mbind, b, bytes, MPOL_BIND, &mask, 8 * sizeof(mask), 0)) {
 		fprintf(stderr, "mbind to node %d: %s\n", node, strerror(errno));
 		return NULL;
 	}
-	memset(b, 1, BUF_BYTES);
+	memset(b, 1, bytes);
 	if (syscall(SYS_get_mempolicy, &where, NULL, 0, b, MPOL_F_NODE | MPOL_F_ADDR))
 		where = -1;
 	*got_node = where;
@@ -104,12 +110,25 @@ static void sweep(uint64_t *b)
 	sink += b[1];
 }
 
+/* Phase 8: one load a 64-byte line, passes times over bytes of b. */
+static void read_lines(const volatile uint64_t *b, size_t bytes, int passes)
+{
+	uint64_t sum = 0;
+
+	for (int p = 0; p < passes; p++)
+		for (size_t i = 0; i < bytes / sizeof(*b); i += 64 / sizeof(*b))
+			sum += b[i];
+	sink += sum;
+}
+
 struct worker {
 	pthread_t thread;
 	volatile uint64_t *slot;
 	int cpu;
 	int shared;		/* every thread adds to the same counter */
 	int unaligned;		/* slot is not 8-byte aligned */
+	int reader;		/* only reads slot */
+	uint64_t result;	/* the reader's sum */
 };
 
 static atomic_int ready, go;
@@ -122,7 +141,13 @@ static void *work(void *arg)
 	atomic_fetch_add(&ready, 1);
 	while (!atomic_load(&go))
 		sched_yield();
-	if (w->shared) {
+	if (w->reader) {
+		uint64_t sum = 0;
+
+		for (long i = 0; i < iters; i++)
+			sum += *w->slot;
+		w->result = sum;
+	} else if (w->shared) {
 		for (long i = 0; i < iters; i++)
 			__atomic_fetch_add(w->slot, 1, __ATOMIC_RELAXED);
 	} else if (w->unaligned) {
@@ -217,6 +242,25 @@ static int page_cross(unsigned int phase, int cpu1)
 	return a != (uint64_t)iters || b != (uint64_t)iters;
 }
 
+/*
+ * Phase 9: a writer on CPU 0 (bytes 0..7 of a line) and a reader on cpu1
+ * (bytes 32..39). Returns 0 when the writer's counter reached iters.
+ */
+static int read_write(unsigned int phase, int cpu1)
+{
+	static uint64_t line[8] __attribute__((aligned(64)));
+	struct worker w[2];
+
+	memset(line, 0, sizeof(line));
+	memset(w, 0, sizeof(w));
+	w[0].slot = &line[0];
+	w[0].cpu = 0;
+	w[1].slot = &line[4];
+	w[1].cpu = cpu1;
+	w[1].reader = 1;
+	run_workers(phase, w, 2);
+	return line[0] != (uint64_t)iters;
+}
 
 /*
  * Phase 5: the markers and the loop in one asm statement, so that the
@@ -250,8 +294,8 @@ int main(int argc, char **argv)
 {
 	const char *json = NULL;
 	int opt, cpu1, remote_node = -1, local_node = -1, nthreads;
-	int bad_packed, bad_padded, bad_shared, bad_cross;
-	uint64_t *remote, *local;
+	int bad_packed, bad_padded, bad_shared, bad_cross, bad_rw, big_node = -1;
+	uint64_t *remote, *local, *big;
 	FILE *f;
 
 	while ((opt = getopt(argc, argv, "n:p:j:")) != -1) {
@@ -279,9 +323,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cannot run on CPU %d\n", cpu1);
 		return 1;
 	}
-	remote = bound_buffer(0, &remote_node);
-	local = bound_buffer(1, &local_node);
-	if (!remote || !local)
+	remote = bound_buffer(0, BUF_BYTES, &remote_node);
+	local = bound_buffer(1, BUF_BYTES, &local_node);
+	big = bound_buffer(0, BIG_BYTES, &big_node);
+	if (!remote || !local || !big)
 		return 1;
 
 	kloc_mark_start(1);
@@ -299,6 +344,12 @@ int main(int argc, char **argv)
 	bad_padded = contend(4, 64, nthreads);
 	bad_shared = contend(6, 0, nthreads);
 	bad_cross = page_cross(7, cpu1);
+	bad_rw = read_write(9, cpu1);
+
+	pin(cpu1);
+	kloc_mark_start(8);
+	read_lines(big, BIG_BYTES, 2);
+	kloc_mark_end(8);
 
 	pin(0);
 	if (iters > 0)
@@ -309,12 +360,13 @@ int main(int argc, char **argv)
 		return 1;
 	fprintf(f, "{\"cpu\": %d, \"remote_buffer_node\": %d, \"local_buffer_node\": %d, "
 		"\"threads\": %d, \"iters\": %ld, \"passes\": %d, \"buffer_bytes\": %d, "
+		"\"big_buffer_bytes\": %d, \"big_buffer_node\": %d, "
 		"\"counters_exact\": %s, \"sink\": %llu}\n", cpu1, remote_node, local_node,
-		nthreads, iters, passes, BUF_BYTES,
-		bad_packed || bad_padded || bad_shared || bad_cross ? "false" : "true",
+		nthreads, iters, passes, BUF_BYTES, BIG_BYTES, big_node,
+		bad_packed || bad_padded || bad_shared || bad_cross || bad_rw ? "false" : "true",
 		(unsigned long long)sink);
 	if (f != stdout)
 		fclose(f);
-	return bad_packed || bad_padded || bad_shared || bad_cross || remote_node != 0 ||
-	       local_node != 1;
+	return bad_packed || bad_padded || bad_shared || bad_cross || bad_rw ||
+	       remote_node != 0 || local_node != 1 || big_node != 0;
 }

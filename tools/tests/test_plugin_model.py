@@ -1,0 +1,337 @@
+# SPDX-License-Identifier: GPL-2.0
+"""The plugin's cache and coherence model, exactly: kloc-count.c linked against
+a fake plugin API (tools/qemu-plugin/tests/fake-qemu.c) that feeds it scripted
+accesses, each test with the counts the model must give, worked out by hand
+in its docstring. Built against the qemu-plugin.h of QEMU 7.2 (plugin API 1:
+memory callbacks all along) and of QEMU 10.0 (API 4: inline counts, resets),
+plus a ThreadSanitizer build run with every vCPU in a thread of its own.
+
+The topology of every script: 4 vCPUs, 0-1 on node 0 (RAM 0..16 MiB), 2-3 on
+node 1 (16..32 MiB); a 1 MiB, 16-way cache of 64-byte lines unless a test says.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+from pathlib import Path
+
+from kloc.counting.counts import Counts, Phase, parse_counts
+from kloc.counting.errors import CountingError
+from kloc.counting.plugin import PLUGIN_DIR, header_dir
+from kloc.paths import cache_dir
+from kloc.qemu import release
+
+TOPOLOGY = '''vcpus 4
+arg node=0:0x0-0xffffff
+arg node=1:0x1000000-0x1ffffff
+arg cpus=0-1:0
+arg cpus=2-3:1
+'''
+N = 100
+# The fields a script's expectations name: the phase's totals over its vCPUs.
+FIELDS = ('loads', 'stores', 'misses_local', 'misses_remote', 'hitm_local', 'hitm_remote',
+          'invalidations', 'true_sharing', 'false_sharing', 'contended', 'contended_false')
+
+
+def _headers() -> dict[str, Path]:
+    """API level -> a directory with that QEMU's qemu-plugin.h."""
+    found = {}
+    try:
+        found['7.2'] = header_dir()
+    except CountingError:
+        pass
+    r = release.cached(cache_dir())
+    if r is not None:
+        found['10.0'] = r.header_dir
+    return found
+
+
+class _Model(unittest.TestCase):
+    QEMU = ''
+    tmp: tempfile.TemporaryDirectory[str]
+    fake: Path
+    tsan: Path
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        inc = _headers().get(cls.QEMU)
+        if inc is None:
+            raise unittest.SkipTest(f'no qemu-plugin.h of QEMU {cls.QEMU} (tools/deps.sh)')
+        if not shutil.which('gcc'):
+            raise unittest.SkipTest('no gcc')
+        cls.tmp = tempfile.TemporaryDirectory(prefix='kloc-fake-')
+        out = Path(cls.tmp.name)
+        subprocess.run(['make', '-s', '-C', str(PLUGIN_DIR), f'O={out}',
+                        f'QEMU_PLUGIN_INCLUDE={inc}', 'fake'], check=True)
+        cls.fake, cls.tsan = out / 'fake-qemu', out / 'fake-qemu-tsan'
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.tmp.cleanup()
+
+    def run_script(self, body: str, head: str = TOPOLOGY, tsan: bool = False) -> Counts:
+        tmp = Path(self.tmp.name)
+        script, out = tmp / f'{self.id()}.txt', tmp / f'{self.id()}.json'
+        script.write_text(head + body)
+        env = dict(os.environ, TSAN_OPTIONS='halt_on_error=1 exitcode=66')
+        r = subprocess.run([str(self.tsan if tsan else self.fake), str(script), str(out)],
+                           capture_output=True, text=True, env=env, timeout=600)
+        self.assertNotIn('ThreadSanitizer', r.stderr)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return parse_counts(out.read_text())
+
+    def totals(self, phase: Phase) -> dict[str, int]:
+        return {k: phase.total(k) for k in FIELDS}
+
+    def expect(self, phase: Phase, **want: int) -> None:
+        got = self.totals(phase)
+        self.assertEqual({k: got[k] for k in want}, want)
+        for v in phase.vcpus:   # the identities the model keeps on every vCPU
+            self.assertEqual(v.transfers, v.true_sharing + v.false_sharing)
+            self.assertLessEqual(v.hitm, v.misses)
+            self.assertLessEqual(v.transfers, v.contended)
+            self.assertLessEqual(v.contended_false, v.contended)
+
+    def handed_around(self, op: str, offsets: tuple[int, ...], base: int = 0x1000) -> str:
+        lines = [f'{op} {v} {base + off:#x} 8 {0x400000 + 0x100 * (v + 1):#x}'
+                 for v, off in enumerate(offsets)]
+        return f'start 0 3\nrepeat {N}\n' + '\n'.join(lines) + '\ndone\nend 0 3\n'
+
+    def test_packed_counters(self) -> None:
+        """Four vCPUs, round robin N times, each incrementing (one atomic) its own
+        counter, 8 bytes apart in one line on node 0. Every increment but the very
+        first takes the line from the vCPU before it, modified: 4N - 1 HITM, false
+        sharing every one (no two counters share a byte). vCPU 1 takes it from 0 and
+        3 from 2 on the same node; 2 from 1 and 0 from 3 (but the first) across:
+        2N local, 2N - 1 remote. Every increment misses (the line was taken away);
+        vCPUs 0-1 are on the line's node. The store of each increment is its load's
+        ownership request: no invalidations. Each increment is one contended access
+        (one request, though QEMU reports two), false sharing."""
+        c = self.run_script(self.handed_around('rmw', (0, 8, 16, 24)))
+        p = c.phase(3)
+        self.expect(p, loads=4 * N, stores=4 * N, misses_local=2 * N, misses_remote=2 * N,
+                    hitm_local=2 * N, hitm_remote=2 * N - 1, invalidations=0,
+                    true_sharing=0, false_sharing=4 * N - 1, contended=4 * N,
+                    contended_false=4 * N)
+        self.assertEqual(p.total('insns_user'), 4 * N)
+        self.assertEqual((p.windows, p.contended_lines), (1, 1))
+        top = p.lines[0]
+        self.assertEqual((top.paddr, top.node, top.transfers, top.false_sharing),
+                         (0x1000, 0, 4 * N - 1, 4 * N - 1))
+        # each vCPU's bytes: the 8 of its own counter
+        self.assertEqual(sorted(v.load_bytes for v in top.vcpus),
+                         [0xff << 8 * k for k in range(4)])
+        # the pairs of PCs: the requester's increment and the holder's
+        pairs = {(pc.pc, pc.peer_pc): pc.transfers for pc in top.pcs}
+        self.assertEqual(pairs[(0x400200, 0x400100)], N)
+        self.assertEqual(pairs[(0x400100, 0x400400)], N - 1)
+
+    def test_padded_counters(self) -> None:
+        """The same with a line each: four cold misses and nothing else."""
+        p = self.run_script(self.handed_around('rmw', (0, 64, 128, 192))).phase(3)
+        self.expect(p, misses_local=2, misses_remote=2, hitm_local=0, hitm_remote=0,
+                    invalidations=0, true_sharing=0, false_sharing=0, contended=0)
+        self.assertEqual(p.lines, ())
+
+    def test_one_shared_counter(self) -> None:
+        """All four increment the same 8 bytes: the same transfers, all true sharing."""
+        p = self.run_script(self.handed_around('rmw', (0, 0, 0, 0))).phase(3)
+        self.expect(p, hitm_local=2 * N, hitm_remote=2 * N - 1, invalidations=0,
+                    true_sharing=4 * N - 1, false_sharing=0, contended=4 * N,
+                    contended_false=0)
+
+    def test_atomic_as_a_pair_or_one_store(self) -> None:
+        """An increment handed around counts the same whether QEMU reports it as a
+        load and a store of one instruction (both thread modes do) or as one store:
+        a store's ownership request that finds the line modified elsewhere is a HITM."""
+        pair = self.totals(self.run_script(self.handed_around('rmw', (0, 8, 16, 24)))
+                           .phase(3))
+        store = self.totals(self.run_script(self.handed_around('store', (0, 8, 16, 24)))
+                            .phase(3))
+        for k in ('loads', 'stores'):
+            del pair[k], store[k]
+        self.assertEqual(pair, store)
+
+    def test_load_then_store_of_two_instructions(self) -> None:
+        """A load and a later store by another instruction are two requests: vCPU 1
+        reads vCPU 0's modified line (HITM), then writes it (an invalidation of 0's
+        copy). Only one instruction's own load and store are one."""
+        body = (f'start 0 3\nrepeat {N}\nstore 0 0x1000 8\nload 1 0x1008 8 0x400200\n'
+                'store 1 0x1008 8 0x400204\ndone\nend 0 3\n')
+        p = self.run_script(body).phase(3)
+        # vCPU 1: a HITM (its load) and an invalidation (its store) each round;
+        # vCPU 0: a HITM from round 2 on (vCPU 1 holds the line modified)
+        self.expect(p, hitm_local=2 * N - 1, invalidations=N, false_sharing=3 * N - 1,
+                    contended=3 * N, contended_false=3 * N)
+
+    def test_read_write_false_sharing(self) -> None:
+        """vCPU 0 stores bytes 0-7, vCPU 2 (other node) loads bytes 32-39, N times.
+        Each load takes the modified line (a remote HITM), each store but the first
+        invalidates vCPU 2's copy: 2N - 1 transfers, all false (no byte meets). vCPU
+        0 misses once; vCPU 2 every time, the line being on node 0."""
+        body = f'start 0 3\nrepeat {N}\nstore 0 0x2000 8\nload 2 0x2020 8\ndone\nend 0 3\n'
+        p = self.run_script(body).phase(3)
+        self.expect(p, loads=N, stores=N, misses_local=1, misses_remote=N, hitm_local=0,
+                    hitm_remote=N, invalidations=N - 1, true_sharing=0,
+                    false_sharing=2 * N - 1, contended=2 * N, contended_false=2 * N)
+
+    def test_read_write_true_sharing(self) -> None:
+        """The same with vCPU 2 loading the bytes vCPU 0 stores: all true."""
+        body = f'start 0 3\nrepeat {N}\nstore 0 0x2000 8\nload 2 0x2004 4\ndone\nend 0 3\n'
+        p = self.run_script(body).phase(3)
+        self.expect(p, hitm_remote=N, invalidations=N - 1, true_sharing=2 * N - 1,
+                    false_sharing=0, contended=2 * N, contended_false=0)
+
+    def test_page_crossing_access(self) -> None:
+        """vCPU 0 increments 8 bytes at virtual 0x10ffc, across two pages mapped to
+        0x5000 (node 0) and 0x1800000 (node 1): bytes 0-3 of line 0x1800000 are its
+        tail. vCPU 2 increments 4 bytes at virtual 0x11004: bytes 4-7 of the same
+        line. Each increment takes that line from the other: 2N - 1 remote HITM
+        (vCPUs 0 and 2 are on different nodes), false sharing. Looked up as if the
+        pages were adjacent, the tail would land at 0x6000 and nothing would meet."""
+        head = TOPOLOGY + 'map 0x10000 0x5000\nmap 0x11000 0x1800000\n'
+        body = (f'start 0 7\nrepeat {N}\nrmw 0 0x10ffc 8 0x400100\nrmw 2 0x11004 4 0x400300\n'
+                'done\nend 0 7\n')
+        p = self.run_script(body, head).phase(7)
+        # misses: vCPU 0's first page once (node 0: local) and the shared line each
+        # time (node 1: remote for it); vCPU 2's shared line each time (local)
+        self.expect(p, loads=2 * N, stores=2 * N, misses_local=N + 1, misses_remote=N,
+                    hitm_local=0, hitm_remote=2 * N - 1, invalidations=0, true_sharing=0,
+                    false_sharing=2 * N - 1, contended=2 * N, contended_false=2 * N)
+        self.assertEqual([li.paddr for li in p.lines], [0x1800000])
+        # the access counts once, on its first page's node (node 0: local for vCPU 0)
+        self.assertEqual((p.total('local'), p.total('remote')), (4 * N, 0))
+
+    def test_access_straddling_lines(self) -> None:
+        """In one page: vCPU 0 stores 8 bytes at 0x303c (bytes 60-63 of line 0x3000,
+        0-3 of line 0x3040); vCPU 1 stores bytes 0-7 of line 0x3040 (meets vCPU 0's:
+        true, local HITM); vCPU 2 stores bytes 0-7 of line 0x3000 (misses vCPU 0's
+        bytes 60-63: false, remote HITM)."""
+        body = ('start 0 3\nstore 0 0x303c 8\nstore 1 0x3040 8\nstore 2 0x3000 8\n'
+                'end 0 3\n')
+        p = self.run_script(body).phase(3)
+        self.expect(p, loads=0, stores=3, misses_local=3, misses_remote=1, hitm_local=1,
+                    hitm_remote=1, invalidations=0, true_sharing=1, false_sharing=1,
+                    contended=4, contended_false=2)
+
+    def test_window_edges(self) -> None:
+        """Accesses outside windows count nothing, and every window starts with
+        every cache empty: vCPU 0's store before the window leaves vCPU 1 a miss
+        and no HITM; vCPU 1's modified line in the first window of phase 1 is
+        forgotten by its second (which vCPU 1 marks: a window is global). Each
+        window has exactly the instructions between its markers."""
+        body = ('store 0 0x4000 8\nstart 0 1\nload 1 0x4000 8\nstore 1 0x4000 8\nend 0 1\n'
+                'store 0 0x4000 8\nstart 1 1\nload 0 0x4000 8\nend 1 1\nstore 2 0x4000 8\n')
+        c = self.run_script(body)
+        p = c.phase(1)
+        self.expect(p, loads=2, stores=1, misses_local=2, misses_remote=0, hitm_local=0,
+                    hitm_remote=0, invalidations=0, contended=0)
+        self.assertEqual((p.windows, p.total('insns_user')), (2, 3))
+        self.assertEqual((c.open_phase, c.bad_markers, c.unmatched_ends, c.nested_starts),
+                         (None, 0, 0, 0))
+
+    def test_unmatched_and_nested_markers(self) -> None:
+        """An end without its start, and a start inside a window, are counted for
+        kloc to refuse the boot (counts.check_windows)."""
+        c = self.run_script('end 0 5\nstart 0 1\nstart 0 2\nend 0 2\nstart 0 4\n')
+        self.assertEqual((c.unmatched_ends, c.nested_starts, c.open_phase), (1, 1, 4))
+
+    def test_eviction_ends_ownership(self) -> None:
+        """A direct-mapped 4 KiB cache: vCPU 0 stores line 0, then loads line 0x1000,
+        which has the same set and evicts it (written back). vCPU 1's load of line 0
+        then comes from memory: a miss, no HITM. With two ways nothing is evicted,
+        and the load is a HITM."""
+        body = 'start 0 3\nstore 0 0x0 8\nload 0 0x1000 8\nload 1 0x0 8\nend 0 3\n'
+        one = self.run_script(body, TOPOLOGY + 'arg cache=4K\narg assoc=1\n').phase(3)
+        self.expect(one, misses_local=3, hitm_local=0, invalidations=0, contended=2,
+                    contended_false=0)
+        two = self.run_script(body, TOPOLOGY + 'arg cache=4K\narg assoc=2\n').phase(3)
+        self.expect(two, misses_local=3, hitm_local=1, invalidations=0)
+
+    def test_capacity(self) -> None:
+        """vCPU 2 (node 1) reads a node-0 buffer twice, one load a line. Twice the
+        size of its 4 KiB, 4-way cache (128 lines), LRU misses every line on both
+        passes: 256 remote misses. Half the cache's size, it misses only the first
+        pass: 32."""
+        head = TOPOLOGY + 'arg cache=4K\narg assoc=4\n'
+
+        def sweep(lines: int) -> str:
+            loads = '\n'.join(f'load 2 {0x8000 + 64 * i:#x} 8' for i in range(lines))
+            return f'start 0 3\nrepeat 2\n{loads}\ndone\nend 0 3\n'
+
+        self.expect(self.run_script(sweep(128), head).phase(3), misses_local=0,
+                    misses_remote=256)
+        self.expect(self.run_script(sweep(32), head).phase(3), misses_local=0,
+                    misses_remote=32)
+
+    def test_coherence_off(self) -> None:
+        """coherence=off: each cache alone (a cross-check against QEMU's cache.c).
+        Two vCPUs storing to one line: a cold miss each, no transfers; the contended
+        accesses do not depend on the caches (every store, false sharing)."""
+        body = f'start 0 3\nrepeat {N}\nstore 0 0x5000 8\nstore 1 0x5008 8\ndone\nend 0 3\n'
+        c = self.run_script(body, TOPOLOGY + 'arg coherence=off\n')
+        self.assertFalse(c.cache.coherence)
+        self.expect(c.phase(3), misses_local=2, hitm_local=0, invalidations=0,
+                    false_sharing=0, contended=2 * N, contended_false=2 * N)
+
+    def test_one_invalidation_of_several_holders(self) -> None:
+        """vCPUs 0-2 read bytes 0-7 of a line; vCPU 3 writes bytes 32-39: one
+        invalidation, of three copies, false sharing; four contended accesses (each
+        load of a line another stores to, the store to a line others load). Writing
+        bytes 0-7 instead: true sharing."""
+        for store, kind, fc in ((0x6020, 'false_sharing', 4), (0x6000, 'true_sharing', 0)):
+            body = (f'start 0 3\nload 0 0x6000 8\nload 1 0x6000 8\nload 2 0x6000 8\n'
+                    f'store 3 {store:#x} 8\nend 0 3\n')
+            p = self.run_script(body).phase(3)
+            self.expect(p, misses_local=2, misses_remote=2, hitm_local=0, hitm_remote=0,
+                        invalidations=1, contended=4, contended_false=fc, **{kind: 1})
+
+    def test_arm64_markers(self) -> None:
+        """The arm64 marker (movz xzr with the magic in imm16) opens and closes a window."""
+        c = self.run_script(f'start 0 2\nrepeat {N}\nload 0 0x100 8\ndone\nend 0 2\n',
+                            'arch aarch64\n' + TOPOLOGY)
+        self.assertEqual((c.target, c.phase(2).total('loads'),
+                          c.phase(2).total('insns_user')), ('aarch64', N, N))
+
+    def test_io_and_unmapped(self) -> None:
+        """MMIO is counted as io; a physical address outside the node map as unmapped."""
+        c = self.run_script('start 0 3\nload 0 0x2000000 4\nload 0 0x3000000 4\nend 0 3\n',
+                            TOPOLOGY + 'io 0x2000000 0x2000fff\n')
+        p = c.phase(3)
+        self.assertEqual((p.total('io'), p.total('unmapped'), p.total('misses')), (1, 1, 0))
+
+    def test_threads_under_tsan(self) -> None:
+        """Every vCPU in a thread of its own (MTTCG), built with ThreadSanitizer:
+        packed counters and one shared counter, 2,000 increments each a vCPU. No
+        data race is reported; the totals that do not depend on the interleaving
+        are exact (every vCPU's instructions, loads and stores), and the transfers
+        are between 0 and one an increment."""
+        n = 2000
+        body = ('threads\nstart 0 3\nsync\n' + f'repeat {n}\n' +
+                ''.join(f'rmw {v} {0x1000 + 8 * v:#x} 8\nrmw {v} 0x2000 8\n' for v in range(4)) +
+                'done\nsync\nend 0 3\n')
+        p = self.run_script(body, tsan=True).phase(3)
+        self.assertEqual((p.total('insns_user'), p.total('loads'), p.total('stores')),
+                         (8 * n, 8 * n, 8 * n))
+        self.assertLessEqual(p.total('transfers'), 8 * n)
+        for v in p.vcpus:
+            self.assertEqual(v.transfers, v.true_sharing + v.false_sharing)
+
+
+class Qemu72(_Model):
+    QEMU = '7.2'
+
+
+class Qemu10(_Model):
+    QEMU = '10.0'
+
+
+del _Model   # only its subclasses are tests
+
+
+if __name__ == '__main__':
+    unittest.main()
