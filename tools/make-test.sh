@@ -3,7 +3,8 @@
 #
 # make test: the tool tests, KUnit on every kernel of tools/kloc/trees/kernels.py
 # (on the topologies of Kernel.make_test_arches: the arm64 ones), each known
-# upstream failure against its fix, the default kernel's x86_64 guest, its LAVA
+# upstream failure against its fix, the default kernel's x86_64 guest and the
+# counting plugin on it, its LAVA
 # jobs run with lava-run and compared with those runs, the mutants on it, and
 # the lint gates. Prints each phase with its elapsed time;
 # runs every phase even when one fails, and exits non-zero if any did.
@@ -44,7 +45,9 @@ rm -rf "$OUT"
 mkdir -p "$OUT"
 # The tool tests in $JOBS workers (tools/tests/run.py): the install interrupted
 # after every write and the stock kselftest take minutes each, side by side.
-phase "tool tests" bash -c "cd tools && '$PYTHON' -m tests.run --jobs '$JOBS'"
+# Those that boot a guest under the counting plugin wait for the guest phase below.
+phase "tool tests" bash -c "cd tools && KLOC_GUEST_TESTS=later '$PYTHON' -m tests.run \
+	--jobs '$JOBS'"
 kernels=$(kloc registry make-test-kernels) || exit 1
 default=$(kloc registry default) || exit 1
 for k in $kernels; do
@@ -62,6 +65,11 @@ done
 # The default kernel's x86_64 guest, built and booted once: the LAVA jobs deploy it
 # (on a fresh machine nothing else has built it yet).
 phase "guest of Linux $default" kloc guest --kernel "$default" --out "$OUT"
+# The plugin on that guest: the test program's patterns counted (tests/
+# test_counting.py), and its cache against QEMU's contrib/plugins/cache.c.
+phase "kloc-count on the guest of Linux $default" bash -c "cd tools && \
+	KLOC_GUEST_TESTS=x86_64 '$PYTHON' -m unittest tests.test_counting.BootX86 \
+	tests.test_crosscheck"
 # make lava's jobs for the default kernel, each validated, and run with lava-run:
 # their results against the kunit phase's and against direct guest boots.
 phase "LAVA jobs of Linux $default (lava-run)" kloc lava --kernel "$default" \

@@ -5,8 +5,11 @@
 # header from Debian's qemu source package of exactly the version the
 # installed qemu-system-* packages were built from. Fetched once with
 # "apt-get source --download-only" into $KLOC_CACHE/qemu-src/<version>/
-# (with docs/devel/tcg-plugins.rst, the API reference, beside it); every
-# later call only compares versions.
+# (with docs/devel/tcg-plugins.rst, the API reference, and
+# contrib/plugins/cache.c, QEMU's own cache model that kloc-count is
+# cross-checked against, beside it, Debian's patches applied to both C files);
+# every later call only compares versions (and fetches again a folder an
+# earlier kloc made without one of those files).
 #
 # kloc runs as root, so only a header in a cache that is the user's alone is
 # used: the cache, qemu-src/, qemu-src/<version>/ and the files in it must be
@@ -107,10 +110,11 @@ done
 
 dir="$cache/${version//:/_}"
 trusted "$dir" folder
-for f in qemu-plugin.h source-version tcg-plugins.rst; do
+for f in qemu-plugin.h source-version tcg-plugins.rst cache.c; do
 	trusted "$dir/$f" file
 done
-if [ -f "$dir/qemu-plugin.h" ] && [ "$(cat "$dir/source-version" 2>/dev/null)" = "$version" ]; then
+if [ -f "$dir/qemu-plugin.h" ] && [ -f "$dir/cache.c" ] &&
+	[ "$(cat "$dir/source-version" 2>/dev/null)" = "$version" ]; then
 	echo "$dir"
 	exit 0
 fi
@@ -197,7 +201,8 @@ fi
 # Extracted as the user's own files, whoever the tarballs say owns them.
 mkdir "$tmp/x"
 tar -xf "$orig" --no-same-owner --no-same-permissions -C "$tmp/x" --wildcards \
-	--no-anchored 'include/qemu/qemu-plugin.h' 'docs/devel/tcg-plugins.rst'
+	--no-anchored 'include/qemu/qemu-plugin.h' 'docs/devel/tcg-plugins.rst' \
+	'contrib/plugins/cache.c'
 tar -xf "$debian" --no-same-owner --no-same-permissions -C "$tmp/x" debian/patches
 tops=()
 for d in "$tmp"/x/*/; do
@@ -209,18 +214,20 @@ if [ ${#tops[@]} -ne 1 ] || [ ! -f "${tops[0]}/include/qemu/qemu-plugin.h" ] ||
 	die "$orig has no single top folder with include/qemu/qemu-plugin.h"
 fi
 top=${tops[0]}
-# Debian's patches may change the header: then unpack the whole source.
+# Debian's patches may change the header or cache.c: then unpack the whole source.
 touching=()
 if [ -f "$tmp/x/debian/patches/series" ]; then
 	while read -r p _; do
 		case "$p" in '' | '#'*) continue ;; esac
-		if grep -qE '^\+\+\+ ([^/]*/)?include/qemu/qemu-plugin\.h' "$tmp/x/debian/patches/$p"; then
+		if grep -qE '^\+\+\+ ([^/]*/)?(include/qemu/qemu-plugin\.h|contrib/plugins/cache\.c)' \
+			"$tmp/x/debian/patches/$p"; then
 			touching+=("$p")
 		fi
 	done <"$tmp/x/debian/patches/series"
 fi
 if [ ${#touching[@]} -gt 0 ]; then
-	echo "get-header.sh: Debian's ${touching[*]} change qemu-plugin.h: unpacking the source" >&2
+	echo "get-header.sh: Debian's ${touching[*]} change qemu-plugin.h or cache.c:" \
+		"unpacking the source" >&2
 	[ -f "$dsc" ] || die "apt-get source gave no $(basename -- "$dsc") in $tmp"
 	(cd "$tmp" && dpkg-source -q -x "$dsc" src >/dev/null 2>"$tmp/dpkg-source.log") ||
 		die "dpkg-source -x $dsc failed: $(tail -n 5 "$tmp/dpkg-source.log")"
@@ -228,13 +235,16 @@ if [ ${#touching[@]} -gt 0 ]; then
 fi
 grep -q '^#define QEMU_PLUGIN_VERSION [0-9]' "$top/include/qemu/qemu-plugin.h" ||
 	die "$top/include/qemu/qemu-plugin.h defines no QEMU_PLUGIN_VERSION"
+if [ ! -f "$top/contrib/plugins/cache.c" ] || [ -L "$top/contrib/plugins/cache.c" ]; then
+	die "the qemu source $version has no regular contrib/plugins/cache.c"
+fi
 mkdir "$tmp/out"
-cp "$top/include/qemu/qemu-plugin.h" "$tmp/out/"
+cp "$top/include/qemu/qemu-plugin.h" "$top/contrib/plugins/cache.c" "$tmp/out/"
 [ ! -f "$top/docs/devel/tcg-plugins.rst" ] || cp "$top/docs/devel/tcg-plugins.rst" "$tmp/out/"
 echo "$version" >"$tmp/out/source-version"
 rm -rf "$dir.old"
 [ ! -e "$dir" ] || mv "$dir" "$dir.old"
 mv "$tmp/out" "$dir"
 rm -rf "$dir.old"
-echo "get-header.sh: qemu-plugin.h of Debian qemu $version in $dir" >&2
+echo "get-header.sh: qemu-plugin.h and cache.c of Debian qemu $version in $dir" >&2
 echo "$dir"

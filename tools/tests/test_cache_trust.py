@@ -358,6 +358,7 @@ class GetHeaderTest(Base):
         self.dir.mkdir(parents=True)
         (self.dir / 'qemu-plugin.h').write_text('#define QEMU_PLUGIN_VERSION 2\n')
         (self.dir / 'source-version').write_text(version + '\n')
+        (self.dir / 'cache.c').write_text('')
 
     def get_header(self) -> subprocess.CompletedProcess[str]:
         # no apt-get: a header that is refused must not be fetched again behind the

@@ -21,7 +21,7 @@ import time
 import unittest
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from kloc.bench import metrics
 from kloc.counting.counts import (FIGURES, PHASE_ALL, PHASE_SINGLE, Counts, VcpuCounts,
@@ -491,7 +491,7 @@ def guest_tests() -> None:
         raise unittest.SkipTest('make test boots the guests in a later phase')
 
 
-def missing(why: str, arch: str) -> None:
+def missing(why: str, arch: str) -> NoReturn:
     """A guest the test needs is not there: a failure where make test requires it."""
     if os.environ.get(GUEST_TESTS) == arch:
         raise AssertionError(f'{why}: make test built it in the phase before')

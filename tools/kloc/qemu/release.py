@@ -10,8 +10,10 @@ it as it fetches 7.x's kernel source (trees/archive.py): a private apt
 configuration for the suite, `apt-get download` of qemu-system-x86,
 qemu-system-arm, qemu-system-common and qemu-system-data, and their files
 unpacked into $KLOC_CACHE/qemu/<version>/ (keeping no owner, no setuid
-bit); the source package of the same version gives qemu-plugin.h and the
-plugin API reference. Nothing is installed and /etc/apt is not touched.
+bit); the source package of the same version gives qemu-plugin.h, the
+plugin API reference and contrib/plugins/cache.c (QEMU's own cache model,
+for kloc-count's cross-check), added by fetch() to a release fetched before
+kloc kept it. Nothing is installed and /etc/apt is not touched.
 
 Every QEMU kloc starts (kunit.py's, through tools/qemu-accel/; guests;
 counted boots; lava-run's) is found on PATH: use() puts this QEMU's bin/
@@ -43,10 +45,13 @@ PACKAGES = tuple(a.qemu_package for a in arches.ARCHES.values()) + ('qemu-system
                                                                     'qemu-system-data')
 BINARIES = tuple(a.qemu_binary for a in arches.ARCHES.values())
 HEADER = 'qemu-plugin.h'
+CACHE_PLUGIN = 'cache.c'
 # The files taken from the source package: the header the plugin is built
-# against and the API reference beside it.
+# against, the API reference beside it, and QEMU's own cache-model plugin
+# (kloc.counting.crosscheck builds it against the header).
 FROM_SOURCE = {'include/qemu/qemu-plugin.h': HEADER,
-               'docs/devel/tcg-plugins.rst': 'tcg-plugins.rst'}
+               'docs/devel/tcg-plugins.rst': 'tcg-plugins.rst',
+               'contrib/plugins/cache.c': CACHE_PLUGIN}
 DONE = 'source-version'             # written last: the folder is complete
 # Debian's QEMU looks for its firmware and option ROMs in /usr/share/qemu (it
 # is not built relocatable): each binary is started through a two-line script
@@ -109,15 +114,29 @@ def cached(cache: Path) -> Release | None:
     return None
 
 
+def missing_source(r: Release) -> list[str]:
+    """The files of FROM_SOURCE a release's include/ lacks (one fetched before kloc kept
+    them all): the release runs, but what needs them wants fetch() first."""
+    return [name for name in FROM_SOURCE.values() if not (r.header_dir / name).is_file()]
+
+
 def fetch(cache: Path) -> Release:
-    """QEMU 10.0 from bookworm-backports into the cache, once; the release."""
+    """QEMU 10.0 from bookworm-backports into the cache, once; the release (with the
+    source files an earlier fetch did not keep added)."""
     have = cached(cache)
-    if have:
+    if have and not missing_source(have):
         return have
     a = archive.Archive(SUITE, cache, with_sources=True)
     with filelock.exclusive(paths.cache_subdir(cache, 'qemu') / '.lock'):
         have = cached(cache)
         if have:
+            if missing_source(have):
+                try:
+                    _complete_source(a, have)
+                except KlocError as e:   # the release runs: only what needs them fails
+                    progress.say(f'QEMU {have.version} in {have.root} lacks '
+                                 f'{", ".join(missing_source(have))} from its source, and '
+                                 f'they cannot be had now: {e}')
             return have
         with a.locked(), tempfile.TemporaryDirectory(prefix='.fetch-',
                                                      dir=cache / 'qemu') as tmp:
@@ -159,26 +178,54 @@ def _wrappers(unpacked: Path, final: Path, version: str) -> None:
         w.chmod(0o755)
 
 
-def _header(a: archive.Archive, version: str, work: Path, unpacked: Path) -> None:
-    """qemu-plugin.h and tcg-plugins.rst of the source package of exactly this version."""
+def _from_source(a: archive.Archive, version: str, work: Path, into: Path,
+                 wanted: dict[str, str]) -> None:
+    """The wanted files (path in the source: name) of the upstream tarball of exactly
+    this version, into a folder."""
     progress.say(f'downloading the upstream tarball of the qemu source {version} (for '
-                 f'{HEADER})')
+                 f'{", ".join(wanted.values())})')
     orig = archive.orig_tarball(a, 'qemu', version, work)
     x = work / 'src-x'
     x.mkdir()
     r = subprocess.run(['tar', '-x', *archive.TAR_SAFE, '-f', str(orig), '-C', str(x),
-                        '--wildcards', '--no-anchored', *FROM_SOURCE],
+                        '--wildcards', '--no-anchored', *wanted],
                        capture_output=True, text=True)
     if r.returncode:
-        raise QemuReleaseError(f'extracting {", ".join(FROM_SOURCE)} from {orig.name} '
+        raise QemuReleaseError(f'extracting {", ".join(wanted)} from {orig.name} '
                                f'failed: {r.stderr.strip()[-400:]}')
-    (unpacked / 'include').mkdir(parents=True)
-    for rel, name in FROM_SOURCE.items():
+    for rel, name in wanted.items():
         got = [p for p in x.rglob(Path(rel).name) if p.as_posix().endswith(rel)]
         if len(got) != 1 or got[0].is_symlink() or not got[0].is_file():
             raise QemuReleaseError(f'{orig.name} holds no single regular {rel}')
-        shutil.copyfile(got[0], unpacked / 'include' / name)
+        shutil.copyfile(got[0], into / name)
+
+
+def _header(a: archive.Archive, version: str, work: Path, unpacked: Path) -> None:
+    """FROM_SOURCE of the source package of exactly this version, into include/."""
+    (unpacked / 'include').mkdir(parents=True)
+    _from_source(a, version, work, unpacked / 'include', FROM_SOURCE)
     (unpacked / 'include' / 'source-version').write_text(version + '\n')
+
+
+def _complete_source(a: archive.Archive, r: Release) -> None:
+    """Add to a release (under the qemu lock) the FROM_SOURCE files it lacks: each
+    written beside its final name, then renamed into place; the others are kept."""
+    inc = r.header_dir
+    paths.trusted_dir(inc)
+    missing = set(missing_source(r))
+    wanted = {rel: name for rel, name in FROM_SOURCE.items() if name in missing}
+    for name in missing:
+        if os.path.lexists(inc / name):
+            raise QemuReleaseError(f'{inc / name} is there but is no regular file: '
+                                   'refused; remove it, and kloc fetches it again')
+    with a.locked(), tempfile.TemporaryDirectory(prefix='.fetch-', dir=inc) as tmp:
+        archive.update(a)
+        work = Path(tmp)
+        got = work / 'got'
+        got.mkdir()
+        _from_source(a, r.version, work, got, wanted)
+        for name in wanted.values():
+            (got / name).rename(inc / name)
 
 
 def version_of(text: str) -> tuple[int, int] | None:
