@@ -144,7 +144,7 @@
 #define KLOC_QEMU_HEADER "unknown"
 #endif
 
-#define KLOC_COUNT_VERSION "2.0"
+#define KLOC_COUNT_VERSION "2.1"
 #define MAX_VCPUS 16		/* holders are 16-bit masks */
 #define MAX_NODES 64
 #define MAX_SEGS 16
@@ -203,6 +203,8 @@ struct vcpu {
 	int rmw_n;
 	uint64_t rmw_line[RMW_LINES];
 	bool rmw_took[RMW_LINES];
+	bool rmw_false[RMW_LINES];	/* its transfer counted as false sharing */
+	uint64_t rmw_peer_pc[RMW_LINES];
 	uint64_t last_key;	/* the contended line this vCPU touched last */
 	struct hot_line *last_hot;
 	pthread_mutex_t touched_lock;
@@ -469,8 +471,13 @@ static void open_window(int phase, uint64_t (*snap)[2])
 	e = (e + 1) & 0xffffff;
 	__atomic_store_n(&epoch, e ? e : 1, __ATOMIC_RELAXED);
 	windows[phase]++;
-	for (int i = 0; i < nvcpus; i++)
+	for (int i = 0; i < nvcpus; i++) {
 		memcpy(vcpus[i].start, snap[i], sizeof(vcpus[i].start));
+		/* what an access in flight as the last window closed left (MTTCG) */
+		pthread_mutex_lock(&vcpus[i].touched_lock);
+		vcpus[i].ntouched = 0;
+		pthread_mutex_unlock(&vcpus[i].touched_lock);
+	}
 	__atomic_store_n(&active_phase, phase, __ATOMIC_RELAXED);
 }
 
@@ -636,6 +643,20 @@ static bool dir_access(uint64_t *word, unsigned int vi, bool store, enum xfer *x
 	return held;
 }
 
+/* Whether the directory says vCPU vi holds line (a line number). */
+static bool dir_holds(uint64_t line, unsigned int vi)
+{
+	uint64_t *word = dir_word(line << line_shift, NULL);
+	uint32_t holders;
+	unsigned int owner;
+
+	if (!word)
+		return false;
+	dir_unpack(__atomic_load_n(word, RELAXED), __atomic_load_n(&epoch, RELAXED),
+		   &holders, &owner);
+	return holders & 1U << vi;
+}
+
 /* vCPU vi's cache lets the line at lg go: it no longer holds it, nor owns it. */
 static void dir_evict(uint64_t lg, unsigned int vi)
 {
@@ -694,8 +715,8 @@ static struct way *cache_fill(struct vcpu *v, unsigned int vi, uint64_t line, st
 
 		w = &set[0];
 		for (unsigned int i = 0; i < assoc; i++) {
-			if (!set[i].tag) {
-				w = &set[i];
+			if (!set[i].tag || (coherence && !dir_holds(set[i].tag - 1, vi))) {
+				w = &set[i];	/* empty, or invalidated by another vCPU */
 				break;
 			}
 			if (set[i].stamp < w->stamp)
@@ -714,9 +735,10 @@ static struct way *cache_fill(struct vcpu *v, unsigned int vi, uint64_t line, st
  * The read-modify-write rule: the lines an instruction loaded, and whether
  * each load made a transfer; its stores to those lines are the second half.
  * Returns, for a store, RMW_NONE, or the second half of a load that made a
- * transfer (RMW_TOOK) or not (RMW_SECOND).
+ * transfer (RMW_TOOK; RMW_TOOK_FALSE: one counted as false sharing) or not
+ * (RMW_SECOND).
  */
-enum rmw { RMW_NONE, RMW_SECOND, RMW_TOOK };
+enum rmw { RMW_NONE, RMW_SECOND, RMW_TOOK, RMW_TOOK_FALSE };
 
 static enum rmw rmw_step(struct vcpu *v, uint64_t line, bool store, uint64_t pc, bool took)
 {
@@ -729,6 +751,7 @@ static enum rmw rmw_step(struct vcpu *v, uint64_t line, bool store, uint64_t pc,
 		}
 		if (v->rmw_n < RMW_LINES) {
 			v->rmw_line[v->rmw_n] = line;
+			v->rmw_false[v->rmw_n] = false;
 			v->rmw_took[v->rmw_n++] = took;
 		}
 		return RMW_NONE;
@@ -740,8 +763,29 @@ static enum rmw rmw_step(struct vcpu *v, uint64_t line, bool store, uint64_t pc,
 	v->rmw_stored = true;
 	for (int i = 0; i < v->rmw_n; i++)
 		if (v->rmw_line[i] == line)
-			return v->rmw_took[i] ? RMW_TOOK : RMW_SECOND;
+			return !v->rmw_took[i] ? RMW_SECOND :
+			       v->rmw_false[i] ? RMW_TOOK_FALSE : RMW_TOOK;
 	return RMW_NONE;
+}
+
+/* The load of line, this instruction's latest, made a transfer: note how it counted. */
+static void rmw_note(struct vcpu *v, uint64_t line, bool false_sharing, uint64_t peer_pc)
+{
+	int i = v->rmw_n - 1;
+
+	if (v->rmw_open && !v->rmw_stored && i >= 0 && v->rmw_line[i] == line) {
+		v->rmw_false[i] = false_sharing;
+		v->rmw_peer_pc[i] = peer_pc;
+	}
+}
+
+/* The peer PC of the false-sharing transfer the RMW's load of line made. */
+static uint64_t rmw_peer_pc(struct vcpu *v, uint64_t line)
+{
+	for (int i = 0; i < v->rmw_n; i++)
+		if (v->rmw_line[i] == line)
+			return v->rmw_peer_pc[i];
+	return 0;
 }
 
 /*
@@ -877,6 +921,35 @@ static void line_event(struct vcpu *v, int phase, uint64_t lg, uint64_t vaddr, i
 }
 
 /*
+ * The store of a read-modify-write whose load took the line as false
+ * sharing meets a holder's bytes: its one request was true sharing.
+ */
+static void rmw_recount_true(struct counts *c, int phase, uint64_t lg, unsigned int vi,
+			     uint64_t pc, uint64_t peer_pc)
+{
+	uint64_t key = (lg >> line_shift) << 8 | (uint64_t)phase;
+	struct hot_line *h;
+
+	c->false_sharing--;
+	c->true_sharing++;
+	pthread_mutex_lock(&lock);
+	h = g_hash_table_lookup(hot, &key);
+	if (h && h->false_sharing && h->per_vcpu[PER_VCPU * vi + LV_FALSE]) {
+		h->false_sharing--;
+		h->per_vcpu[PER_VCPU * vi + LV_FALSE]--;
+		for (int i = 0; i < PC_SLOTS; i++) {
+			struct pc_slot *sl = &h->pcs[i];
+
+			if (sl->count && sl->pc == pc && sl->peer == peer_pc && sl->false_sharing) {
+				sl->false_sharing--;
+				break;
+			}
+		}
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+/*
  * vCPU vi's access to line idx of segment s, in its window record. The
  * store of a read-modify-write turns its load into one store: one access.
  */
@@ -917,8 +990,14 @@ static void win_access(struct vcpu *v, unsigned int vi, struct seg *s, size_t id
  * came in. A load is contended when another vCPU stored to the line in the
  * window, a store when another accessed it: an access that would take the
  * line from another cache if the vCPUs ran interleaved access by access, so
- * an upper bound of the transfers. A vCPU's contended accesses to a line are
- * false sharing when its bytes there meet no other's as one of them stored.
+ * an upper bound of the transfers (itself not reached: a read-mostly line's
+ * loads all count, while interleaved they would move it once a store). A
+ * vCPU's contended loads (stores) are false sharing when one of the vCPUs
+ * storing to (accessing) the line has bytes there that meet the vCPU's
+ * nowhere either of them stored, over the window: a reader of every slot of
+ * a packed array leaves the writers' false sharing among themselves false.
+ * Bytes are the window's: a vCPU that moves between slots within one window
+ * makes its accesses true, though some transfers were false.
  */
 static void add_contention(int phase)
 {
@@ -933,31 +1012,40 @@ static void add_contention(int phase)
 			struct seg *s = &segs[v->touched[t] >> 56];
 			size_t idx = v->touched[t] & ((1ULL << 56) - 1);
 			struct win_line *me = &s->win[x][idx];
-			uint64_t ml = __atomic_load_n(&me->load_bytes, RELAXED);
-			uint64_t ms = __atomic_load_n(&me->store_bytes, RELAXED);
-			uint64_t os = 0, oa = 0, n = 0;
+			uint64_t ml, ms, loads, stores;
 			bool others_store = false, others_access = false;
+			bool false_store = false, false_access = false;
 
+			if (__atomic_load_n(&me->epoch, RELAXED) != e)
+				continue;	/* an access of the last window, late (MTTCG) */
+			ml = __atomic_load_n(&me->load_bytes, RELAXED);
+			ms = __atomic_load_n(&me->store_bytes, RELAXED);
+			loads = __atomic_load_n(&me->loads, RELAXED);
+			stores = __atomic_load_n(&me->stores, RELAXED);
 			for (int y = 0; y < nvcpus; y++) {
 				struct win_line *o = &s->win[y][idx];
 				uint64_t ol, ost;
+				bool apart;
 
 				if (y == x || __atomic_load_n(&o->epoch, RELAXED) != e)
 					continue;
 				ol = __atomic_load_n(&o->load_bytes, RELAXED);
 				ost = __atomic_load_n(&o->store_bytes, RELAXED);
+				/* their bytes meet nowhere one of the two stored */
+				apart = !((ml | ms) & ost) && !(ms & ol);
 				others_store |= ost != 0;
 				others_access |= (ol | ost) != 0;
-				os |= ost;
-				oa |= ol | ost;
+				false_store |= ost && apart;
+				false_access |= (ol | ost) && apart;
 			}
 			if (others_store)
-				n += __atomic_load_n(&me->loads, RELAXED);
+				c->contended += loads;
 			if (others_access)
-				n += __atomic_load_n(&me->stores, RELAXED);
-			c->contended += n;
-			if (n && !((ml | ms) & os) && !(ms & oa))
-				c->contended_false += n;
+				c->contended += stores;
+			if (false_store)
+				c->contended_false += loads;
+			if (false_access)
+				c->contended_false += stores;
 		}
 		v->ntouched = 0;
 		pthread_mutex_unlock(&v->touched_lock);
@@ -1008,9 +1096,15 @@ static void line_access(struct vcpu *v, struct seg *s, uint64_t lg, uint64_t vad
 	__atomic_store_n(&w->pc, pc, RELAXED);
 	rmw = rmw_step(v, line, store, pc, t.kind != XF_NONE);
 	win_access(v, vi, s, (lg - s->gpa) >> line_shift, bytes, store, rmw != RMW_NONE);
-	if (t.kind == XF_NONE || rmw == RMW_TOOK)
+	/* the RMW's load made the transfer: its store's bytes may make it true */
+	if (rmw == RMW_TOOK_FALSE && t.kind != XF_NONE &&
+	    true_sharing(line, from, t.lo | t.so, t.so, &peer, &t.peer_pc))
+		rmw_recount_true(c, phase, lg, vi, pc, rmw_peer_pc(v, line));
+	if (t.kind == XF_NONE || rmw == RMW_TOOK || rmw == RMW_TOOK_FALSE)
 		return;		/* no transfer, or the RMW's load made it */
 	t.false_sharing = !true_sharing(line, from, t.lo | t.so, t.so, &peer, &t.peer_pc);
+	if (!store)
+		rmw_note(v, line, t.false_sharing, t.peer_pc);
 	t.remote = t.kind == XF_HITM && peer >= 0 && vcpus[peer].node != v->node;
 	if (t.kind == XF_INVAL)
 		c->inval++;

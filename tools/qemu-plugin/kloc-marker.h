@@ -47,25 +47,37 @@
 #define KLOC_PHASE_SINGLE	1U	/* one thread */
 #define KLOC_PHASE_ALL		2U	/* one thread per CPU */
 
+/*
+ * A constant phase past the payload's 8 bits would mark another phase:
+ * each KLOC_MARK_CONST() names its phase kloc_mark_phase and checks it.
+ */
+#define KLOC_MARK_PHASE_OK	(kloc_mark_phase < KLOC_MARK_PHASE_COUNT)
+#define KLOC_MARK_RANGE		"kloc marker phase out of range"
+
 #if defined(__x86_64__)
 #define KLOC_MARK_CONST(kind, phase)					\
 	({								\
+		enum { kloc_mark_phase = (phase) };			\
+		_Static_assert(KLOC_MARK_PHASE_OK, KLOC_MARK_RANGE);	\
 		__asm__ __volatile__(".byte 0x0f, 0x1f, 0x80\n\t.long %c0"	\
-				     : : "i" (KLOC_MARK_IMM_X86(kind, phase))	\
+				     : : "i" (KLOC_MARK_IMM_X86(kind, kloc_mark_phase))	\
 				     : "memory");			\
 	})
 #elif defined(__aarch64__)
 #define KLOC_MARK_CONST(kind, phase)					\
 	({								\
+		enum { kloc_mark_phase = (phase) };			\
+		_Static_assert(KLOC_MARK_PHASE_OK, KLOC_MARK_RANGE);	\
 		__asm__ __volatile__(".inst 0xd2e0001f | (%c0 << 5)"	\
-				     : : "i" (KLOC_MARK_IMM_A64(kind, phase))	\
+				     : : "i" (KLOC_MARK_IMM_A64(kind, kloc_mark_phase))	\
 				     : "memory");			\
 	})
 #else
 #define KLOC_MARK_CONST(kind, phase)					\
 	do {								\
+		enum { kloc_mark_phase = (phase) };			\
+		_Static_assert(KLOC_MARK_PHASE_OK, KLOC_MARK_RANGE);	\
 		(void)(kind);						\
-		(void)(phase);						\
 	} while (0)
 #endif
 

@@ -201,6 +201,20 @@ class Marker(unittest.TestCase):
             markers = re.findall(r'\bd2f6[0-9a-f]{2}[13579bdf]f\b', dis)
             self.assertGreaterEqual(len(markers), 2 * 16 + 1)
 
+    def test_a_constant_phase_out_of_range(self) -> None:
+        """Phase 256 would be phase 0 in the marker's 8 bits: it does not compile."""
+        tool_or_skip('gcc')
+        for arch in ('', '#undef __x86_64__\n'):
+            with tempfile.TemporaryDirectory() as tmp:
+                src = Path(tmp) / 'm.c'
+                src.write_text(arch + '#include "kloc-marker.h"\n'
+                               'void g(void) { KLOC_MARK_START_CONST(256); }\n')
+                r = subprocess.run(['gcc', '-std=gnu11', f'-I{PLUGIN_DIR}', '-c', '-o',
+                                    str(Path(tmp) / 'm.o'), str(src)],
+                                   capture_output=True, text=True)
+                self.assertNotEqual(r.returncode, 0)
+                self.assertIn('kloc marker phase out of range', r.stderr)
+
     def test_no_code_elsewhere(self) -> None:
         tool_or_skip('gcc')
         with tempfile.TemporaryDirectory() as tmp:
@@ -331,6 +345,16 @@ class Output(unittest.TestCase):
             parse_counts(json.dumps({'plugin': 'kloc-count', 'version': PLUGIN_VERSION}))
         with self.assertRaisesRegex(CountingError, 'written by kloc-count 1.1'):
             parse_counts(json.dumps(dict(OUTPUT, version='1.1')))
+        # a later 2.x that adds a field: read, the field left alone; one that lacks
+        # a field is refused, naming it
+        later: dict[str, Any] = json.loads(json.dumps(OUTPUT))
+        later['version'] = '2.9'
+        for v in later['phases'][0]['vcpus']:
+            v['prefetches'] = 7
+        self.assertEqual(parse_counts(json.dumps(later)).phase(3).total('misses'), 4)
+        del later['phases'][0]['vcpus'][1]['contended']
+        with self.assertRaisesRegex(CountingError, "cannot be read: 'contended'"):
+            parse_counts(json.dumps(later))
 
     @staticmethod
     def two_windows() -> dict[str, Any]:
@@ -356,6 +380,8 @@ class Output(unittest.TestCase):
                 dict(d['phases'][0], phase=7))),
             ('2 of 8 RAM accesses unmapped', lambda d: d['phases'][0]['vcpus'][1].update(
                 unmapped=2)),
+            ('count=all', lambda d: d.update(count='all')),
+            ('coherence=off', lambda d: d['cache'].update(coherence=False)),
         ]
         for want, damage in cases:
             with self.subTest(want=want):

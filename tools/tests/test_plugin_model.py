@@ -156,6 +156,34 @@ class _Model(unittest.TestCase):
             del pair[k], store[k]
         self.assertEqual(pair, store)
 
+    def test_atomic_after_a_reader(self) -> None:
+        """vCPU 0 stores bytes 0-7 and loads 8-15; vCPU 2 increments 8-15. The
+        increment's load meets none of vCPU 0's stored bytes, but its store meets the
+        bytes vCPU 0 loaded: one request, true sharing, as if QEMU had reported the
+        increment as one store. No contended access is false (the two vCPUs' bytes
+        meet where vCPU 2 stores)."""
+        head = 'start 0 3\nstore 0 0x1000 8\nload 0 0x1008 8\n'
+        for op in ('rmw', 'store'):
+            with self.subTest(op=op):
+                p = self.run_script(f'{head}{op} 2 0x1008 8\nend 0 3\n').phase(3)
+                self.expect(p, misses_local=1, misses_remote=1, hitm_local=0,
+                            hitm_remote=1, invalidations=0, true_sharing=1, false_sharing=0,
+                            contended=3, contended_false=0)
+                self.assertEqual((p.lines[0].transfers, p.lines[0].false_sharing), (1, 0))
+
+    def test_a_reader_of_every_slot(self) -> None:
+        """vCPUs 0 and 1 increment their own 8 bytes of a line N times each, by
+        turns; then vCPU 2 reads both (16 bytes), as a sum over per-CPU slots does.
+        2N - 1 false-sharing HITMs between 0 and 1, one true remote HITM for 2. The
+        reader does not make the writers' contended accesses true: each writer's
+        bytes meet none of the other writer's."""
+        body = (f'start 0 3\nrepeat {N}\nrmw 0 0x1000 8 0x400100\nrmw 1 0x1008 8 0x400200\n'
+                'done\nload 2 0x1000 16 0x400300\nend 0 3\n')
+        p = self.run_script(body).phase(3)
+        self.expect(p, misses_local=2 * N, misses_remote=1, hitm_local=2 * N - 1,
+                    hitm_remote=1, invalidations=0, true_sharing=1, false_sharing=2 * N - 1,
+                    contended=2 * N + 1, contended_false=2 * N)
+
     def test_load_then_store_of_two_instructions(self) -> None:
         """A load and a later store by another instruction are two requests: vCPU 1
         reads vCPU 0's modified line (HITM), then writes it (an invalidation of 0's
@@ -268,6 +296,48 @@ class _Model(unittest.TestCase):
         self.expect(self.run_script(sweep(32), head).phase(3), misses_local=0,
                     misses_remote=32)
 
+    def test_least_recently_used(self) -> None:
+        """One set of a 4 KiB 4-way cache (lines 1 KiB apart): vCPU 0 loads A B C D,
+        A again (a hit that makes it the most recent), E (evicts B, the least
+        recently used: first in would be A), then A: a hit. 5 misses; FIFO makes 6."""
+        body = ('start 0 3\n' + ''.join(f'load 0 {a:#x} 8\n' for a in (
+            0x8000, 0x8400, 0x8800, 0x8c00, 0x8000, 0x9000, 0x8000)) + 'end 0 3\n')
+        p = self.run_script(body, TOPOLOGY + 'arg cache=4K\narg assoc=4\n').phase(3)
+        self.expect(p, misses_local=5, misses_remote=0)
+
+    def test_an_invalidated_way_goes_first(self) -> None:
+        """The same set: vCPU 0 loads B C D A; vCPU 1 stores to A (invalidating vCPU
+        0's copy); vCPU 0 loads E, which takes A's way, now invalid, not B's (the
+        least recently used); B then hits. vCPU 0 misses 5 times, vCPU 1 once."""
+        body = ('start 0 3\n' + ''.join(f'load 0 {a:#x} 8\n' for a in (
+            0x8400, 0x8800, 0x8c00, 0x8000)) +
+            'store 1 0x8000 8\nload 0 0x9000 8\nload 0 0x8400 8\nend 0 3\n')
+        p = self.run_script(body, TOPOLOGY + 'arg cache=4K\narg assoc=4\n').phase(3)
+        self.expect(p, misses_local=6, invalidations=1, true_sharing=1)
+
+    def test_the_requesters_bytes(self) -> None:
+        """A transfer is judged by all the bytes each side touched while it held the
+        line, and by nothing before. vCPU 1 stores 0-7; vCPU 0 loads 0-7 (a true
+        HITM), then stores 32-39: the invalidation of vCPU 1's copy is true, by the
+        bytes vCPU 0 loaded before. Then: vCPU 0 stores 0-7, vCPU 1 stores 0-7 (true
+        HITM); vCPU 0 loads 32-39 (a HITM: its line came back, its old bytes gone:
+        false); vCPU 1 stores 8-15 (invalidates vCPU 0, whose bytes are 32-39 only:
+        false)."""
+        p = self.run_script('start 0 3\nstore 1 0x1000 8\nload 0 0x1000 8\n'
+                            'store 0 0x1020 8\nend 0 3\n').phase(3)
+        self.expect(p, hitm_local=1, invalidations=1, true_sharing=2, false_sharing=0)
+        p = self.run_script('start 0 3\nstore 0 0x1000 8\nstore 1 0x1000 8\n'
+                            'load 0 0x1020 8\nstore 1 0x1008 8\nend 0 3\n').phase(3)
+        self.expect(p, hitm_local=2, invalidations=1, true_sharing=1, false_sharing=2)
+
+    def test_an_atomic_that_invalidates(self) -> None:
+        """vCPUs 0 and 1 read bytes 0-7; vCPU 2 increments 32-39: its load finds no
+        modified copy (no transfer), its store invalidates both (one, false)."""
+        p = self.run_script('start 0 3\nload 0 0x6000 8\nload 1 0x6000 8\n'
+                            'rmw 2 0x6020 8\nend 0 3\n').phase(3)
+        self.expect(p, hitm_local=0, hitm_remote=0, invalidations=1, true_sharing=0,
+                    false_sharing=1)
+
     def test_coherence_off(self) -> None:
         """coherence=off: each cache alone (a cross-check against QEMU's cache.c).
         Two vCPUs storing to one line: a cold miss each, no transfers; the contended
@@ -277,6 +347,10 @@ class _Model(unittest.TestCase):
         self.assertFalse(c.cache.coherence)
         self.expect(c.phase(3), misses_local=2, hitm_local=0, invalidations=0,
                     false_sharing=0, contended=2 * N, contended_false=2 * N)
+        # every window starts with the caches empty, coherence or not
+        window = 'start 0 3\nload 0 0x5000 8\nend 0 3\n'
+        self.expect(self.run_script(2 * window, TOPOLOGY + 'arg coherence=off\n').phase(3),
+                    misses_local=2)
 
     def test_one_invalidation_of_several_holders(self) -> None:
         """vCPUs 0-2 read bytes 0-7 of a line; vCPU 3 writes bytes 32-39: one

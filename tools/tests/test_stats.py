@@ -237,9 +237,10 @@ class HonestVerdicts(unittest.TestCase):
     """Issue 25, item 4: a verdict needs significance and size; counts near zero are
     judged in events a packet; runs needed use the test's own degrees of freedom."""
 
-    # A comment-only patch, as make review measured one (3 counted boots a side):
-    # instructions +0.01% and +0.04%; write sharing 0.6 a packet (CV 40-50%);
-    # false sharing 0.006 a packet, -28% (CV 13%), Welch p 0.035 before Holm.
+    # A comment-only patch, as make review measured one under kloc-count 1.x (issue
+    # 25; 3 counted boots a side): instructions +0.01% and +0.04%; write sharing 0.6
+    # a packet (CV 40-50%); false sharing 0.006 a packet, -28% (CV 13%), Welch p
+    # 0.035 before Holm. Whatever the model, such noise near zero is no change.
     NOOP_A = counted([6501, 6514, 6527], [6506, 6512, 6518], [0.31, 0.95, 0.52],
                      [0.0060, 0.0067, 0.0052])
     NOOP_B = counted([6502, 6515, 6528], [6508, 6515, 6521], [0.62, 0.40, 0.77],

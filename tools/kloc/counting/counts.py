@@ -7,7 +7,7 @@ The lo_counters kselftest's window numbers are kloc-marker.h's, read from it.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from kloc.counting.errors import CountingError
@@ -226,6 +226,9 @@ def _line(li: dict[str, object], size: int) -> Line:
                 size=size)
 
 
+VCPU_FIELDS = tuple(f.name for f in fields(VcpuCounts))
+
+
 def parse_counts(text: str) -> Counts:
     try:
         doc = json.loads(text)
@@ -237,7 +240,9 @@ def parse_counts(text: str) -> Counts:
         phases = {}
         line_bytes = _int(doc, 'line_bytes')
         for p in doc['phases']:
-            vcpus = tuple(VcpuCounts(**{k: int(v) for k, v in c.items()}) for c in p['vcpus'])
+            # a later 2.x may add fields: those this kloc knows are read, each required
+            vcpus = tuple(VcpuCounts(**{k: int(c[k]) for k in VCPU_FIELDS})
+                          for c in p['vcpus'])
             lines = tuple(_line(li, line_bytes) for li in p['lines'])
             phases[int(p['phase'])] = Phase(int(p['phase']), int(p['windows']),
                                             int(p['contended_lines']), vcpus, lines)
@@ -280,11 +285,16 @@ UNMAPPED_MAX = 0.001
 
 
 def check_windows(counts: Counts) -> None:
-    """Refuse a counted boot whose windows cannot be trusted: a window left open,
+    """Refuse a counted boot whose windows cannot be trusted: one not counted by
+    window with coherence (count=windows, coherence=on), a window left open,
     bad, unmatched or nested markers, a window count other than the kselftest's,
     contended lines the plugin could not track, or unmapped RAM accesses above
     UNMAPPED_MAX. The boot is then a failed run, replaced like a failed timed one."""
     why = []
+    if counts.count != 'windows':
+        why.append(f'count={counts.count}: the whole run is counted, not the windows')
+    if not counts.cache.coherence:
+        why.append('coherence=off: no transfers were counted')
     if counts.open_phase is not None:
         why.append(f'the window of phase {counts.open_phase} was never closed')
     for n, what in ((counts.bad_markers, 'bad markers'),

@@ -17,8 +17,10 @@
  *                           concurrently with the other vCPUs'
  *   sync                    (threads) wait for every vCPU
  *   start V P | end V P     vCPU V executes a start or end marker of phase P
- *   load V ADDR SIZE [PC]   vCPU V executes one instruction at PC (0x400000)
- *   store V ADDR SIZE [PC]  that loads or stores SIZE bytes at virtual ADDR
+ *   load V ADDR SIZE [PC]   vCPU V executes one instruction at PC (by default
+ *   store V ADDR SIZE [PC]  0x400000 + 16 x the script's line number: each line
+ *                           its own instruction) that loads or stores SIZE
+ *                           bytes at virtual ADDR
  *   rmw V ADDR SIZE [PC]    one instruction that loads, then stores, ADDR:
  *                           an atomic as QEMU reports it (in both thread modes)
  *   repeat N ... done       the commands between, N times (no nesting)
@@ -557,7 +559,7 @@ static void parse(FILE *f)
 			die("line %d: more than %d commands", line, MAX_CMDS);
 		c = &cmds[ncmds++];
 		memset(c, 0, sizeof(*c));
-		c->pc = 0x400000;
+		c->pc = 0x400000 + 16 * (uint64_t)line;
 		if (!strcmp(w[0], "sync") && n == 1) {
 			c->op = OP_SYNC;
 		} else if (!strcmp(w[0], "repeat") && n == 2 && !depth++) {
