@@ -70,7 +70,7 @@ phase "guest of Linux $default" kloc guest --kernel "$default" --out "$OUT"
 # core's 32 KiB L1, and cache.c given half its ways, which must be caught
 # (the 1 MiB default, a third boot, runs with the whole of test_crosscheck).
 phase "kloc-count on the guest of Linux $default" bash -c "cd tools && \
-	KLOC_GUEST_TESTS=x86_64 '$PYTHON' -m unittest tests.test_counting.BootX86 \
+	KLOC_GUEST_TESTS=x86_64 '$PYTHON' -m unittest tests.test_counting.BootX86 tests.test_counting.PlacementX86 \
 	tests.test_crosscheck.Parts tests.test_crosscheck.L1Cache tests.test_crosscheck.Mismatch"
 # make lava's jobs for the default kernel, each validated, and run with lava-run:
 # their results against the kunit phase's and against direct guest boots.
