@@ -127,7 +127,7 @@ OPTIONS = (
     Option(make='COUNTED', dest='counted',
            about='boots a side under the QEMU counting plugin, after the timed runs; the '
            'verdict rests on their counts (0: none, the timed runs judge)',
-           defaults=(('compare', '3'), ('review', '3'), ('guest', '0')), low=0, high=1000,
+           defaults=(('compare', '3'), ('review', '5'), ('guest', '0')), low=0, high=1000,
            integer=True),
 )
 

@@ -37,9 +37,10 @@ EFFECT_OF_INTEREST = 0.036
 # costs at most a cache-line transfer, some 100-300 cycles: one a packet is
 # 2-5% of a 6,500-instruction packet, of the order of the 3.6% of interest, and
 # a change that shares a line on the packet path makes at least one a packet
-# (the 2008 layout: 2 false-sharing stores). What a stock kernel counts is
-# background (the timer tick, RCU, jiffies): 0.004 false-sharing and 0.6
-# write-sharing stores a packet, varying 27-59% from boot to boot.
+# (the 2008 layout: +4.3 false-shared accesses). What a stock kernel counts is
+# background (the scheduler, RCU, the tick): 6.12, ten boots (kloc-count 2.1,
+# docs/measurements.md): 1.6 false-shared accesses, 0.017 false-sharing
+# transfers, 0.35 misses a packet, varying 13-31% from boot to boot.
 #
 # Such a count is near zero when its base median is below this threshold over
 # the change of interest (1 / 0.036 = 28 events a packet at 3.6%): the change
