@@ -41,16 +41,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-import shutil
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from kloc.counting.counts import read_counts
 from kloc.counting.errors import CountingError, run_tool
-from kloc.counting.plugin import build_plugin, header_dir
+from kloc.counting.plugin import build_into, build_plugin, header_dir
 from kloc.counting.qemu_args import counted_command
 from kloc.paths import cache_dir
 from kloc.qemu import release
@@ -238,20 +236,14 @@ def _build(name: str, source: bytes, inc: Path, cache: Path, flags: list[str],
     so = out / f'{name}.so'
     if so.exists():
         return so
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix='.build-', dir=out.parent))
-    try:
+
+    def build(tmp: Path) -> None:
         src = tmp / f'{name}.c'
         src.write_bytes(source)
         run_tool([cc, '-shared', '-fPIC', '-O2', *flags, f'-I{inc}', '-o',
                   str(tmp / f'{name}.so'), str(src), *glib], f'building {name}.so')
-        try:
-            tmp.rename(out)
-        except OSError:
-            if not so.exists():     # not a concurrent build that won
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    build_into(out, so, build)
     return so
 
 

@@ -13,6 +13,7 @@ import hashlib
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,11 +103,20 @@ def build_plugin(cache: Path | None = None, cc: str = 'gcc') -> Plugin:
     api = header_api_version(header)
     if so.exists():
         return Plugin(so, header_version, api, False)
+    build_into(out, so, lambda tmp: run_tool(
+        ['make', '-s', '-C', str(PLUGIN_DIR), f'O={tmp}', f'CC={cc}',
+         f'QEMU_PLUGIN_INCLUDE={inc}'], 'building the kloc-count plugin'))
+    return Plugin(so, header_version, api, True)
+
+
+def build_into(out: Path, so: Path, build: Callable[[Path], object]) -> None:
+    """build(tmp) into a new folder beside out, then renamed to out (so, in it, is
+    what it builds): a build cut short leaves nothing, and of two at once the
+    first rename wins."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix='.build-', dir=out.parent))
     try:
-        run_tool(['make', '-s', '-C', str(PLUGIN_DIR), f'O={tmp}', f'CC={cc}',
-                  f'QEMU_PLUGIN_INCLUDE={inc}'], 'building the kloc-count plugin')
+        build(tmp)
         try:
             tmp.rename(out)
         except OSError:
@@ -114,7 +124,6 @@ def build_plugin(cache: Path | None = None, cc: str = 'gcc') -> Plugin:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return Plugin(so, header_version, api, True)
 
 
 def check_plugin_matches_qemu(plugin: Plugin) -> None:
