@@ -25,6 +25,8 @@
 #ifndef KLOC_MARKER_H
 #define KLOC_MARKER_H
 
+#include <assert.h>	/* static_assert */
+
 #define KLOC_MARK_MAGIC		0x4b4cU	/* "KL", x86_64 disp32 bits 31..16 */
 #define KLOC_MARK_MAGIC_A64	0xbU	/* arm64 imm16 bits 15..12 */
 #define KLOC_MARK_KIND_START	1U
@@ -58,7 +60,7 @@
 #define KLOC_MARK_CONST(kind, phase)					\
 	({								\
 		enum { kloc_mark_phase = (phase) };			\
-		_Static_assert(KLOC_MARK_PHASE_OK, KLOC_MARK_RANGE);	\
+		static_assert(KLOC_MARK_PHASE_OK, KLOC_MARK_RANGE);	\
 		__asm__ __volatile__(".byte 0x0f, 0x1f, 0x80\n\t.long %c0"	\
 				     : : "i" (KLOC_MARK_IMM_X86(kind, kloc_mark_phase))	\
 				     : "memory");			\
@@ -67,7 +69,7 @@
 #define KLOC_MARK_CONST(kind, phase)					\
 	({								\
 		enum { kloc_mark_phase = (phase) };			\
-		_Static_assert(KLOC_MARK_PHASE_OK, KLOC_MARK_RANGE);	\
+		static_assert(KLOC_MARK_PHASE_OK, KLOC_MARK_RANGE);	\
 		__asm__ __volatile__(".inst 0xd2e0001f | (%c0 << 5)"	\
 				     : : "i" (KLOC_MARK_IMM_A64(kind, kloc_mark_phase))	\
 				     : "memory");			\
@@ -76,7 +78,7 @@
 #define KLOC_MARK_CONST(kind, phase)					\
 	do {								\
 		enum { kloc_mark_phase = (phase) };			\
-		_Static_assert(KLOC_MARK_PHASE_OK, KLOC_MARK_RANGE);	\
+		static_assert(KLOC_MARK_PHASE_OK, KLOC_MARK_RANGE);	\
 		(void)(kind);						\
 	} while (0)
 #endif

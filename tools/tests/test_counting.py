@@ -204,7 +204,7 @@ class Marker(unittest.TestCase):
     def test_a_constant_phase_out_of_range(self) -> None:
         """Phase 256 would be phase 0 in the marker's 8 bits: it does not compile."""
         tool_or_skip('gcc')
-        for arch in ('', '#undef __x86_64__\n'):
+        for arch in ('', '#include <assert.h>\n#undef __x86_64__\n'):
             with tempfile.TemporaryDirectory() as tmp:
                 src = Path(tmp) / 'm.c'
                 src.write_text(arch + '#include "kloc-marker.h"\n'
@@ -219,7 +219,7 @@ class Marker(unittest.TestCase):
         tool_or_skip('gcc')
         with tempfile.TemporaryDirectory() as tmp:
             src = Path(tmp) / 'm.c'
-            src.write_text('#undef __x86_64__\n' + self.SRC)
+            src.write_text('#include <assert.h>\n#undef __x86_64__\n' + self.SRC)
             subprocess.run(['gcc', '-O2', '-Wall', '-Wextra', '-Werror', '-E',
                             f'-I{PLUGIN_DIR}', '-o', str(Path(tmp) / 'm.i'),
                             str(src)], check=True)
