@@ -43,6 +43,8 @@ DEPS=(
 	"python3-hypothesis /usr/lib/python3/dist-packages/hypothesis"
 	"libglib2.0-dev /usr/include/glib-2.0/glib.h"
 	"pkg-config pkg-config"
+	# tests/test_plot.py renders the review and compare plots to PNG with it
+	"librsvg2-bin rsvg-convert"
 	"dpkg-dev dpkg-source"
 	# lava-run (make lava RUN=1, make test); it brings python3-yaml and python3-jinja2,
 	# which make lava uses to write the jobs and render the device.
