@@ -866,10 +866,16 @@ struct transfer {
 	uint64_t lo, so;	/* the requester's bytes loaded and stored */
 };
 
+/* A contended line's key in hot: its line number and the window's phase. */
+static uint64_t hot_key(uint64_t lg, int phase)
+{
+	return (lg >> line_shift) << 8 | (uint64_t)phase;
+}
+
 static void line_event(struct vcpu *v, int phase, uint64_t lg, uint64_t vaddr, int node,
 		       unsigned int vi, const struct transfer *t)
 {
-	uint64_t key = (lg >> line_shift) << 8 | (uint64_t)phase;
+	uint64_t key = hot_key(lg, phase);
 	enum line_vcpu lv = t->kind == XF_INVAL ? LV_INVAL :
 			    t->remote ? LV_HITM_REMOTE : LV_HITM_LOCAL;
 	struct hot_line *h;
@@ -927,7 +933,7 @@ static void line_event(struct vcpu *v, int phase, uint64_t lg, uint64_t vaddr, i
 static void rmw_recount_true(struct counts *c, int phase, uint64_t lg, unsigned int vi,
 			     uint64_t pc, uint64_t peer_pc)
 {
-	uint64_t key = (lg >> line_shift) << 8 | (uint64_t)phase;
+	uint64_t key = hot_key(lg, phase);
 	struct hot_line *h;
 
 	c->false_sharing--;

@@ -568,14 +568,22 @@ def boot_locality(arch: str, tmp: Path, icount: bool) -> tuple[Counts, dict[str,
     return read_counts(out), record
 
 
-class _Boot(unittest.TestCase):
-    """One boot of a 2-node topology with the plugin, running tests/kloc-locality.c,
-    without icount: QEMU switches vCPUs often enough for the packed counters' line
-    to change hands within the phases (the transfers and the line table)."""
+class _Locality(unittest.TestCase):
+    """A boot of tests/kloc-locality.c (boot_locality): its counts and record."""
 
     ARCH = ''
     counts: Counts
     record: dict[str, object]
+
+    def vcpu(self, phase: int, n: int) -> VcpuCounts:
+        return self.counts.phase(phase).vcpus[n]
+
+
+class _Boot(_Locality):
+    """One boot of a 2-node topology with the plugin, running tests/kloc-locality.c,
+    without icount: QEMU switches vCPUs often enough for the packed counters' line
+    to change hands within the phases (the transfers and the line table)."""
+
     tmp: tempfile.TemporaryDirectory[str]
 
     @classmethod
@@ -590,9 +598,6 @@ class _Boot(unittest.TestCase):
     @classmethod
     def tearDownClass(cls) -> None:
         cls.tmp.cleanup()
-
-    def vcpu(self, phase: int, n: int) -> VcpuCounts:
-        return self.counts.phase(phase).vcpus[n]
 
     def test_windows(self) -> None:
         c = self.counts
@@ -688,22 +693,15 @@ class _Boot(unittest.TestCase):
         self.assertEqual(self.vcpu(1, 0).insns_user, 0)
 
 
-class _Placement(unittest.TestCase):
+class _Placement(_Locality):
     """The same boot under icount: the guest's tick falls per instruction, so how
     much of the kernel's work lands in the sweeps does not depend on the host's
     speed (without icount a busy host put 5 to 8% of local accesses into them)."""
-
-    ARCH = ''
-    counts: Counts
-    record: dict[str, object]
 
     @classmethod
     def setUpClass(cls) -> None:
         with tempfile.TemporaryDirectory(prefix='kloc-counting-') as tmp:
             cls.counts, cls.record = boot_locality(cls.ARCH, Path(tmp), icount=True)
-
-    def vcpu(self, phase: int, n: int) -> VcpuCounts:
-        return self.counts.phase(phase).vcpus[n]
 
     def test_remote_node_share(self) -> None:
         cpu = int(str(self.record['cpu']))
@@ -736,7 +734,7 @@ class PlacementArm64(_Placement):
     ARCH = 'arm64'
 
 
-del _Boot, _Placement   # only their subclasses are tests
+del _Locality, _Boot, _Placement   # only their subclasses are tests
 
 
 if __name__ == '__main__':

@@ -176,11 +176,7 @@ class ItsTrace:
             shift = 8 * (offset - base)
             self.regs[base] = (old & ~(0xffff_ffff << shift)) | (data & 0xffff_ffff) << shift
 
-    def _read(self, offset: int, data: int, size: int) -> None:
-        self._reg(offset, data, size)
-
-    def _write(self, offset: int, data: int, size: int) -> None:
-        self._reg(offset, data, size)
+    _read = _write = _reg     # a read-back and a write set the register alike
 
     def table(self, kind: int) -> Table | None:
         for n in range(GITS_BASERS):
