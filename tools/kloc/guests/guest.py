@@ -65,10 +65,12 @@ class Guest:
         return self.build_dir() / arches.get(self.arch).image
 
 
-def fragments(allocator: str) -> list[Path]:
-    """The config fragments a guest takes on top of tinyconfig."""
+def fragments(allocator: str, arch: str) -> list[Path]:
+    """The config fragments a guest takes on top of tinyconfig: on arm64, the PCI
+    device behind the ITS that the MSI workload drives (its-msi.config) as well."""
+    its = [CONFIGS / 'its-msi.config'] if arch == 'arm64' else []
     return [CONFIGS / 'guest-base.config', CONFIGS / 'numa.config',
-            CONFIGS / f'{allocator}.config']
+            CONFIGS / f'{allocator}.config', *its]
 
 
 def check(guest: Guest) -> None:
@@ -113,7 +115,7 @@ def build(guest: Guest, logs: Path) -> Path:
     check(guest)
     bdir = guest.build_dir()
     bdir.mkdir(parents=True, exist_ok=True)
-    frags = fragments(guest.allocator)
+    frags = fragments(guest.allocator, guest.arch)
     wanted = '\n'.join(p.read_text() for p in frags)
     stamp = bdir / '.kloc-fragments'
     if not stamp.exists() or stamp.read_text() != wanted:
@@ -271,10 +273,15 @@ def initramfs(binary: Path, args: list[str], out: Path, arch: str) -> Path:
                         f'echo {BEGIN}\n/bin/busybox cat /tmp.json\necho "{END} $rc"\n'
                         '/bin/busybox reboot -f\n')
         init.chmod(0o755)
-        files = subprocess.run(['find', '.'], cwd=root, capture_output=True, text=True,
-                               check=True).stdout
-        cpio = subprocess.run(['cpio', '-o', '-H', 'newc', '--quiet'], cwd=root,
-                              input=files.encode(), capture_output=True, check=True).stdout
+        return pack(root, out)
+
+
+def pack(root: Path, out: Path) -> Path:
+    """root's files as a gzipped newc cpio at out: an initramfs."""
+    files = subprocess.run(['find', '.'], cwd=root, capture_output=True, text=True,
+                           check=True).stdout
+    cpio = subprocess.run(['cpio', '-o', '-H', 'newc', '--quiet'], cwd=root,
+                          input=files.encode(), capture_output=True, check=True).stdout
     write_bytes(out, subprocess.run(['gzip', '-9'], input=cpio, capture_output=True,
                                     check=True).stdout)
     return out
@@ -328,11 +335,12 @@ def check_machine(record: dict[str, object], topo: Topology) -> str:
 
 
 def qemu_command(guest: Guest, initrd: Path, topo: Topology,
-                 counted: bool = False) -> list[str]:
+                 counted: bool = False, append: str = '') -> list[str]:
     """counted: for qemu_args.counted_command(), which picks the accelerator (TCG),
-    with the kernel where its System.map says (counted boots name PCs by it)."""
+    with the kernel where its System.map says (counted boots name PCs by it).
+    append: more of the kernel's command line."""
     console = arches.get(guest.arch).console
-    extra = ' nokaslr' if counted else ''
+    extra = (' nokaslr' if counted else '') + (f' {append}' if append else '')
     accel = [] if counted else accel_args(topo.qemu_arch)
     return [topo.qemu_binary, *topo.machine_args(),
             *accel, '-m', '1024', '-kernel', str(guest.image()),

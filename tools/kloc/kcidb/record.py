@@ -126,9 +126,9 @@ def case_status(kloc_status: str, case: str) -> str:
     return status_of(kloc_status)
 
 
-def guest_config(allocator: str) -> str:
+def guest_config(allocator: str, arch: str) -> str:
     """A guest kernel's config_name: tinyconfig and its fragments (guests/guest.py)."""
-    return 'tinyconfig+' + '+'.join(p.stem for p in guest.fragments(allocator))
+    return 'tinyconfig+' + '+'.join(p.stem for p in guest.fragments(allocator, arch))
 
 
 def _git(path: Path, *args: str) -> str:

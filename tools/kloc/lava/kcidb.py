@@ -81,7 +81,7 @@ def submission(tree: Tree, outcome: Outcome, run_id: str) -> Record:
         arch = topology.get(s.topology).arch
         job = outcome.jobs[f'{s.guest}.{s.topology}']
         tests += _selftest_tests(build(f'guest-{s.allocator}', arch,
-                                       record.guest_config(s.allocator)), s, job)
+                                       record.guest_config(s.allocator, arch)), s, job)
     doc = record.submission(
         [record.checkout_record(checkout, f'Linux {tree.version} ({tree.origin} tree), run by '
                                 'LAVA', record.source_identity(tree),

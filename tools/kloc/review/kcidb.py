@@ -290,7 +290,7 @@ def submission(o: ReviewOutcome, opts: ReviewOptions, run_id: str) -> Record:
                 tests += _kunit_tests(ids, side, str(b['id']), arch, mine,
                                       o.kunit_statuses.get(other, {}), logs)
     arch = topology.get(opts.bench_topology).arch
-    config = guest_config(ALLOCATOR)
+    config = guest_config(ALLOCATOR, arch)
     for side in SIDES if opts.bench else ():
         if side == 'base' or not aa:
             builds.append(_build(ids, side, trees[side], 'guest', arch, config))

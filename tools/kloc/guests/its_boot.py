@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: GPL-2.0
+"""One boot of the MSI workload in an arm64 guest, counted from QEMU's ITS trace.
+
+The guest (an arm64 guest of guest.py, with the workload's initramfs,
+msi.py) boots on a topology with a virtio-rng PCI device, the topology's DTB
+(the ITS's numa-node-id), under TCG (with KVM the ITS would be the host
+kernel's, which QEMU cannot trace), with QEMU's trace events for the ITS and
+the UART written to a file; kloc.its=N runs the workload. The trace, read by
+kloc.its, gives the ITS's table reads per interrupt (its.figures). Exact
+counts: one boot decides them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+from kloc import progress
+from kloc.atomicfile import write_text
+from kloc.guests import msi
+from kloc.guests.guest import Guest, GuestError, qemu_command
+from kloc.its import trace
+from kloc.its.figures import ItsFigures, ItsFiguresError, figures
+from kloc.qemu import topology
+from kloc.qemu.topology import Topology
+
+REQUESTS = 1000
+DEVICE = 'virtio-rng-pci'
+# How much longer than a timed loopback boot the ITS boot may take (TCG always).
+SLOWDOWN = 4
+
+
+def topologies(names: tuple[str, ...]) -> tuple[Topology, ...]:
+    """Those of names with an ITS on a known node: where reads are local or remote."""
+    topos = (topology.get(n) for n in names)
+    return tuple(t for t in topos if t.arch in msi.ARCHES and t.its_node is not None)
+
+
+def command(g: Guest, initrd: Path, topo: Topology, log: Path, events: Path,
+            requests: int) -> list[str]:
+    for p in (log, events):
+        if ',' in str(p):
+            raise GuestError(f'{p}: QEMU\'s -trace option cannot take a path with a comma; '
+                             'give an OUT without one')
+    return [*qemu_command(g, initrd, topo, counted=True, append=f'{msi.FLAG}={requests}'),
+            '-accel', 'tcg', '-dtb', str(topology.dtb(topo)), '-device', DEVICE,
+            '-trace', f'events={events},file={log}']
+
+
+def run(g: Guest, initrd: Path, topo: Topology, timeout: int, out: Path,
+        requests: int = REQUESTS) -> ItsFigures:
+    """Boot g once on topo with the workload; its figures (GuestError if the boot or
+    its trace fails, with the console's tail and where the files are)."""
+    if topo.its_node is None or topo.arch not in msi.ARCHES:
+        raise GuestError(f'topology {topo.name} has no ITS on a known node: the MSI '
+                         'workload needs arm64_2n_its1 or arm64_2n_its0')
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f'its-{g.name}-{topo.name}'     # (g.name has dots: no with_suffix)
+    log, events, console = (out / f'{stem}{s}' for s in ('.trace', '.events', '.log'))
+    write_text(events, '\n'.join(trace.EVENTS) + '\n')
+    log.unlink(missing_ok=True)
+    cmd = command(g, initrd, topo, log, events, requests)
+    progress.say(f'{g.name}: the MSI workload on {topo.name}, {requests} requests, '
+                 'QEMU tracing its ITS')
+    start = time.monotonic()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, errors='replace',
+                           timeout=timeout * SLOWDOWN, stdin=subprocess.DEVNULL)
+        text = r.stdout + r.stderr
+    except subprocess.TimeoutExpired as e:
+        text = e.stdout.decode(errors='replace') if isinstance(e.stdout, bytes) else ''
+        text += f'\n[kloc: killed after {timeout * SLOWDOWN} s]\n'
+    write_text(console, text)
+    tail = '\n'.join(text.splitlines()[-25:])
+    if f'{msi.EXIT} 0' not in text:
+        raise GuestError(f'{g.name} on {topo.name}: the MSI workload did not end well '
+                         f'(console: {console})\n--- console tail ---\n{tail}')
+    if not log.is_file():
+        raise GuestError(f'{g.name} on {topo.name}: QEMU wrote no trace at {log}: is '
+                         f'{topo.qemu_binary} built with the log trace backend?')
+    t = trace.ItsTrace(trace.node_of(cmd), topo.its_node)
+    with log.open(errors='replace') as f:
+        t.feed_all(f)
+    try:
+        fig = figures(t, topo.name)
+    except ItsFiguresError as e:
+        raise GuestError(f'{g.name} on {topo.name}: {e} (trace: {log})') from None
+    progress.say(f'{g.name}: MSI workload on {topo.name} in {time.monotonic() - start:.0f} s')
+    return fig
