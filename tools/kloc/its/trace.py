@@ -146,6 +146,11 @@ class ItsTrace:
         self._open: Window | None = None
         self._path = ''                         # what the ITS is doing: 'msi' or 'cmd'
 
+    @property
+    def open_window(self) -> bool:
+        """Whether a window was opened and not (yet) closed."""
+        return self._open is not None
+
     def feed_all(self, lines: Iterable[str]) -> ItsTrace:
         for line in lines:
             self.feed(line)

@@ -1,0 +1,160 @@
+# SPDX-License-Identifier: GPL-2.0
+"""The ITS's table reads per interrupt, from one boot's trace (trace.py).
+
+A boot of the MSI workload (tools/guest/its-msi.c) marks one window in
+which it makes a fixed number of requests to a virtio-rng PCI device; each
+completion is one MSI the ITS translates. figures() turns the window into
+ItsFigures: per table (trace.TABLES), reads per interrupt local and remote
+to the ITS's node, and the command queue's reads; it refuses a trace that
+does not hold exactly that (no window, two windows, an open one, lines that
+did not parse, reads it could not place, or a guest that counted other
+interrupts than the ITS translated).
+
+These are exact counts of QEMU's model, which caches nothing: one boot
+decides them, and they are upper bounds of a real ITS's table traffic
+(real ITSs cache translations).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kloc.errors import KlocError
+from kloc.its.trace import TABLES, ItsTrace, Window
+
+RESULT = re.compile(r'^kloc-its: result requests=(\d+) bytes=(\d+) interrupts=(\d+) '
+                    r'devid=(0x[0-9a-f]+)$')
+# What each table is, for the report.
+ABOUT = {'dt_l1': 'device table, level 1', 'dte': 'device table entry (level 2)',
+         'ite': 'interrupt translation table (ITT)', 'cte': 'collection table',
+         'cmd': 'command queue'}
+MSI_TABLES = tuple(t for t in TABLES if t != 'cmd')
+
+
+class ItsFiguresError(KlocError):
+    """A trace that does not hold one whole, placed window of the MSI workload."""
+
+
+@dataclass(frozen=True)
+class Reads:
+    """One table's reads in the window: local and remote to the ITS's node."""
+    table: str
+    local: int
+    remote: int
+
+
+@dataclass(frozen=True)
+class ItsFigures:
+    topology: str
+    its_node: int
+    requests: int
+    interrupts: int             # MSIs the ITS translated in the window
+    guest_interrupts: int       # the device's interrupts the guest counted there
+    devid: int
+    msi: tuple[Reads, ...]      # on the interrupt path, per table (MSI_TABLES)
+    cmd: Reads                  # commands the ITS read from its queue meanwhile
+
+    def per_interrupt(self, table: str) -> tuple[float, float]:
+        """(local, remote) reads of table per interrupt."""
+        r = self.reads(table)
+        return r.local / self.interrupts, r.remote / self.interrupts
+
+    def reads(self, table: str) -> Reads:
+        return self.cmd if table == 'cmd' else next(r for r in self.msi if r.table == table)
+
+    @property
+    def local(self) -> float:
+        """All table reads per interrupt on the ITS's node."""
+        return sum(r.local for r in self.msi) / self.interrupts
+
+    @property
+    def remote(self) -> float:
+        """All table reads per interrupt on another node."""
+        return sum(r.remote for r in self.msi) / self.interrupts
+
+    @property
+    def exact(self) -> bool:
+        """Whether every interrupt read the same: each table's reads a whole number
+        per interrupt."""
+        return all((r.local % self.interrupts, r.remote % self.interrupts) == (0, 0)
+                   for r in self.msi)
+
+    def to_json(self) -> dict[str, object]:
+        per = {t: dict(zip(('local', 'remote'), self.per_interrupt(t))) for t in MSI_TABLES}
+        return {'topology': self.topology, 'its_node': self.its_node,
+                'requests': self.requests, 'interrupts': self.interrupts,
+                'guest_interrupts': self.guest_interrupts, 'devid': self.devid,
+                'per_interrupt': per, 'local_per_interrupt': self.local,
+                'remote_per_interrupt': self.remote, 'exact': self.exact,
+                'reads': {r.table: {'local': r.local, 'remote': r.remote}
+                          for r in (*self.msi, self.cmd)}}
+
+
+def _reads(w: Window, path: str, table: str) -> Reads:
+    unplaced = w.count(path, table, 2)
+    if unplaced:
+        raise ItsFiguresError(
+            f'{unplaced} reads of the {ABOUT[table]} fell outside the machine\'s RAM or '
+            'at an address the trace does not give (an indirect device table needs the '
+            'guest\'s "kloc-its: l2" line)')
+    return Reads(table, w.count(path, table, 0), w.count(path, table, 1))
+
+
+def figures(trace: ItsTrace, topology: str) -> ItsFigures:
+    """The one window of a finished trace, as ItsFigures (ItsFiguresError if not)."""
+    if trace.unreadable:
+        raise ItsFiguresError(f'{len(trace.unreadable)} trace lines did not parse, the '
+                              f'first: {trace.unreadable[0]!r}')
+    if trace.open_window:
+        raise ItsFiguresError('the guest opened a window and never closed it (it '
+                              'stopped or crashed inside it)')
+    if len(trace.windows) != 1:
+        raise ItsFiguresError(f'{len(trace.windows)} windows in the trace; the MSI '
+                              'workload marks exactly one')
+    w = trace.windows[0]
+    results = [m for m in map(RESULT.match, trace.console) if m]
+    if len(results) != 1:
+        raise ItsFiguresError(f'{len(results)} "kloc-its: result" lines on the guest\'s '
+                              'console; the workload prints one when it ends well')
+    requests, _, guest_ints, devid = (int(v, 0) for v in results[0].groups())
+    if w.interrupts == 0:
+        raise ItsFiguresError(f'the ITS translated no MSI in the window of {requests} '
+                              'requests: is the device\'s MSI-X going through the ITS?')
+    return ItsFigures(topology, trace.its_node, requests, w.interrupts, guest_ints, devid,
+                      tuple(_reads(w, 'msi', t) for t in MSI_TABLES),
+                      _reads(w, 'cmd', 'cmd'))
+
+
+def lines(f: ItsFigures) -> list[str]:
+    """The figures as report lines: per table, local and remote reads per interrupt."""
+    out = [f'ITS interrupt path on {f.topology} (ITS on node {f.its_node}): '
+           f'{f.interrupts} interrupts for {f.requests} requests '
+           f'(the guest counted {f.guest_interrupts}); DeviceID {f.devid:#x}',
+           f'  {"table":<36} {"local":>7} {"remote":>7}  (reads per interrupt)']
+    for t in MSI_TABLES:
+        loc, rem = f.per_interrupt(t)
+        out.append(f'  {ABOUT[t]:<36} {loc:>7.3g} {rem:>7.3g}')
+    out.append(f'  {"all tables":<36} {f.local:>7.3g} {f.remote:>7.3g}')
+    out.append(f'  {ABOUT["cmd"] + " (commands read)":<36} {f.cmd.local:>7} '
+               f'{f.cmd.remote:>7}  (in the window, not per interrupt)')
+    if not f.exact:
+        out.append('  (not every interrupt read the same tables: the figures are means)')
+    return out
+
+
+def side_by_side(topology: str, base: ItsFigures, patched: ItsFigures) -> list[str]:
+    """Base against patched on one topology, local/remote reads per interrupt, in
+    72 columns."""
+    def pair(loc: float, rem: float) -> str:
+        return f'{loc:.3g}/{rem:.3g}'
+    rows = [(ABOUT[t], pair(*base.per_interrupt(t)), pair(*patched.per_interrupt(t)))
+            for t in MSI_TABLES]
+    rows += [('all tables', pair(base.local, base.remote),
+              pair(patched.local, patched.remote)),
+             ('commands read (the window, in all)', pair(base.cmd.local, base.cmd.remote),
+              pair(patched.cmd.local, patched.cmd.remote))]
+    return [f'  {topology} (ITS on node {base.its_node}): {base.interrupts} and '
+            f'{patched.interrupts} interrupts for {base.requests} requests',
+            f'    {"reads per interrupt, local/remote":<38} {"base":>9} {"patched":>9}'] + \
+        [f'    {label:<38} {b:>9} {p:>9}' for label, b, p in rows]

@@ -1,0 +1,109 @@
+# SPDX-License-Identifier: GPL-2.0
+"""kloc.its.figures on a real trace of the MSI workload, and each of its refusals.
+
+tests/data/its-msi-6.12-arm64_2n_its1.trace is QEMU 10.0's trace of
+tools/guest/its-msi.c (10 requests) in 6.12's arm64 guest on arm64_2n_its1.
+The refusals are that trace with one thing taken away or added: the guest's
+level-2 page line, its end marker, its result line, a second window, a line
+QEMU would not write.
+"""
+
+from __future__ import annotations
+
+import unittest
+from pathlib import Path
+
+from kloc.its import trace
+from kloc.its.figures import ItsFiguresError, figures, lines, side_by_side
+from kloc.qemu import topology
+
+MSI = Path(__file__).parent / 'data' / 'its-msi-6.12-arm64_2n_its1.trace'
+TOPO = topology.get('arm64_2n_its1')
+NODE_OF = trace.node_of(['qemu-system-aarch64', *TOPO.machine_args(), '-m', '1024'])
+
+
+def real() -> list[str]:
+    return [x for x in MSI.read_text().splitlines() if not x.startswith('#')]
+
+
+def without_console_line(events: list[str], text: str) -> list[str]:
+    """events less the pl011_write events that wrote the console line text."""
+    out: list[str] = []
+    pending: list[str] = []
+    line = bytearray()
+    for e in events:
+        if not e.startswith('pl011_write') or int(e.split()[2], 16) != 0:   # not DR
+            out.append(e)
+            continue
+        pending.append(e)
+        b = int(e.split('value ')[1].split()[0], 16) & 0xff
+        if b != 0x0a:
+            line.append(b)
+            continue
+        if line.decode(errors='replace').rstrip('\r') != text:
+            out += pending
+        pending, line = [], bytearray()
+    return out + pending
+
+
+def read(events: list[str], its_node: int = 1) -> trace.ItsTrace:
+    return trace.ItsTrace(NODE_OF, its_node).feed_all(events)
+
+
+class RealTrace(unittest.TestCase):
+    def test_ten_interrupts_five_local_reads_each(self) -> None:
+        f = figures(read(real()), TOPO.name)
+        self.assertEqual((f.requests, f.interrupts, f.guest_interrupts, f.devid),
+                         (10, 10, 10, 0x8))
+        self.assertEqual({t: f.per_interrupt(t) for t in ('dt_l1', 'dte', 'ite', 'cte')},
+                         {'dt_l1': (1, 0), 'dte': (1, 0), 'ite': (2, 0), 'cte': (1, 0)})
+        self.assertEqual((f.local, f.remote, f.exact), (5, 0, True))
+        self.assertEqual((f.cmd.local, f.cmd.remote), (0, 0))
+        self.assertEqual(f.to_json()['remote_per_interrupt'], 0)
+
+    def test_the_same_reads_from_node_0_are_remote(self) -> None:
+        """The classification is by the ITS's node: an ITS on node 0 would find
+        every table (all on node 1) remote."""
+        f = figures(read(real(), its_node=0), TOPO.name)
+        self.assertEqual((f.local, f.remote), (0, 5))
+
+    def test_the_report(self) -> None:
+        f = figures(read(real()), TOPO.name)
+        text = '\n'.join(lines(f))
+        self.assertIn('10 interrupts for 10 requests', text)
+        self.assertRegex(text, r'all tables +5 +0')
+        both = side_by_side(TOPO.name, f, figures(read(real(), its_node=0), TOPO.name))
+        self.assertTrue(all(len(x) <= 72 for x in both), both)
+        self.assertRegex('\n'.join(both), r'all tables +5/0 +0/5')
+
+
+class Refusals(unittest.TestCase):
+    def refused(self, events: list[str], why: str) -> None:
+        with self.assertRaisesRegex(ItsFiguresError, why):
+            figures(read(events), TOPO.name)
+
+    def test_no_level_2_page(self) -> None:
+        l2 = next(t for t in read(real()).console if t.startswith('kloc-its: l2'))
+        self.refused(without_console_line(real(), l2), 'reads of the device table entry')
+
+    def test_a_window_left_open(self) -> None:
+        self.refused(without_console_line(real(), trace.END), 'never closed')
+
+    def test_no_result_line(self) -> None:
+        result = next(t for t in read(real()).console if t.startswith('kloc-its: result'))
+        self.refused(without_console_line(real(), result), '0 "kloc-its: result" lines')
+
+    def test_two_windows(self) -> None:
+        self.refused(real() + without_console_line(real(), 'x'), '2 windows')
+
+    def test_a_line_that_does_not_parse(self) -> None:
+        self.refused(real() + ['gicv3_its_dte_read GICv3 ITS: Device Table read for '
+                               'DeviceID 0xzz'], 'did not parse')
+
+    def test_no_window(self) -> None:
+        self.refused(without_console_line(without_console_line(real(), trace.BEGIN),
+                                          trace.END), '0 windows')
+
+
+if __name__ == '__main__':
+    unittest.main()
