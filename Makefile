@@ -35,7 +35,7 @@ define newline
 
 endef
 USER_VARIABLES = KERNEL KDIR OUT TOPOLOGIES JOBS TIMEOUT RUNS ALPHA SECONDS MDE COUNTED \
-	FORCE ARCH ALLOC TOPOLOGY PATCH AA REVIEW_PACKAGE BENCH RUN V LAVA_URL LAVA_TOKEN_FILE LAVA_ARTIFACTS_URL \
+	FORCE ARCH ALLOC TOPOLOGY PATCH AA REVIEW_PACKAGE BENCH ITS ITS_REMOTE_NS RUN V LAVA_URL LAVA_TOKEN_FILE LAVA_ARTIFACTS_URL \
 	LAVA_INSECURE_HTTP REPEATS AA_RUNS AA_SECONDS KLOC_CACHE PYTHON
 $(foreach v,$(USER_VARIABLES),$(if $(findstring $(newline),$($(v))),$(error \
 	$(v)=$(subst $(newline),\n,$($(v))) holds a newline: give $(v)= a value on one line)))
@@ -117,7 +117,8 @@ guest: deps
 	@$(KLOC) guest $(TREE) $(call opt,--arch,$(ARCH)) \
 		$(call opt,--alloc,$(ALLOC)) $(call opt,--topology,$(TOPOLOGY)) \
 		$(call opt,--timeout,$(TIMEOUT)) $(call opt,--seconds,$(SECONDS)) \
-		$(call opt,--counted,$(COUNTED)) --out $(call q,$(OUT))
+		$(call opt,--counted,$(COUNTED)) $(call opt,--its-remote-ns,$(ITS_REMOTE_NS)) \
+		--out $(call q,$(OUT))
 
 # LAVA_URL=: compare's and review's timed runs as jobs of a LAVA lab (docs/lava.md).
 LAB = $(call opt,--lava-url,$(LAVA_URL)) $(call opt,--lava-token-file,$(LAVA_TOKEN_FILE)) \
@@ -131,6 +132,8 @@ review: deps
 	@$(KLOC) review $(TREE) $(call opt,--patch,$(PATCH)) $(call opt,--aa,$(AA)) \
 		$(call opt,--review-package,$(REVIEW_PACKAGE)) $(call opt,--bench,$(BENCH)) \
 		$(call opt,--topologies,$(TOPOLOGIES)) $(call opt,--bench-topology,$(TOPOLOGY)) \
+		$(call opt,--arch,$(ARCH)) $(call opt,--its,$(ITS)) \
+		$(call opt,--its-remote-ns,$(ITS_REMOTE_NS)) \
 		$(NUMBERS) $(LAB) --jobs $(call q,$(JOBS)) --out $(call q,$(OUT))
 
 # A benchmark, not a test: the share of A/A reviews that call a difference.

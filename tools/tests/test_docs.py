@@ -11,6 +11,7 @@ import subprocess
 import unittest
 from pathlib import Path
 
+from kloc.bench.compare import default_topology
 from kloc import cli, defaults
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,10 +63,13 @@ class Defaults(unittest.TestCase):
         self.assertEqual(defaults.BY_DEST['jobs'].default('kunit'), 'nproc')
 
     def test_guest_defaults_in_the_readme(self) -> None:
-        """ARCH, ALLOC, TOPOLOGY: the README's row shows make guest's parsed defaults."""
+        """ARCH, ALLOC, TOPOLOGY: the README's row shows make guest's parsed defaults
+        (TOPOLOGY: the arch's 2-node topology, for x86_64 and for arm64)."""
         args = cli.parser().parse_args(['guest'])
+        arm = cli.parser().parse_args(['guest', '--arch', 'arm64'])
         row = f'| `ARCH`, `ALLOC`, `TOPOLOGY` | `{args.arch}`, `{args.alloc}`, ' \
-              f'`{args.topology}` |'
+              f'`{args.topology or default_topology(args.arch)}` (arm64: ' \
+              f'`{arm.topology or default_topology(arm.arch)}`) |'
         self.assertIn(row, (ROOT / 'README.md').read_text())
 
     def test_bench_aa_defaults_in_the_readme(self) -> None:

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0
 """make guest: one guest built, the loopback kselftest run in it once, timed, then
-COUNTED boots under the counting plugin, each figure printed as it comes."""
+(arm64, on a topology with an ITS node) the MSI workload once with the ITS traced,
+then COUNTED boots under the counting plugin, each figure printed as it comes."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kloc import progress
+from kloc.atomicfile import write_text
 from kloc.bench import counted as counted_runs
-from kloc.guests import guest
+from kloc.guests import guest, its_boot, msi
+from kloc.its import model
+from kloc.its.figures import lines as its_lines
 from kloc.qemu import topology
 from kloc.trees.sources import Tree
 from kloc.paths import require_absolute_out
@@ -27,6 +31,7 @@ class Request:
     timeout: int            # of the timed boot; a counted one gets more
     counted: int            # counted boots after the timed one
     out: Path               # OUT: the guest's files go to OUT/guest/<name>
+    its_remote_ns: float = model.PENALTY_NS     # the ITS latency model's penalty
 
     def __post_init__(self) -> None:
         require_absolute_out(self.out)
@@ -61,6 +66,9 @@ def run(req: Request, g: guest.Guest, topo: topology.Topology,
         emit(f'{g.name}: FAILED RUN: {r.why}\n--- console tail ---\n{r.console_tail}')
         return False
     emit(f'{g.name} on {topo.name}: {r.seconds:.1f} s; ' + json.dumps(r.record))
+    if topo.its_node is not None and req.arch in msi.ARCHES and not _its(req, g, topo, out,
+                                                                         emit):
+        return False
     if not req.counted:
         return True
     plugin, initrd = counted_runs.setup(binary, out, req.arch)
@@ -74,4 +82,19 @@ def run(req: Request, g: guest.Guest, topo: topology.Topology,
         emit(f'{g.name} counted boot {k}: {c.seconds:.1f} s ({c.seconds / r.seconds:.1f}x '
              f'the timed boot); ' + json.dumps(c.record['counted'])
              + f'; counts in {c.record["counts_file"]}')
+    return True
+
+
+def _its(req: Request, g: guest.Guest, topo: topology.Topology, out: Path,
+         emit: Callable[[str], None]) -> bool:
+    """The MSI workload on topo, once: the ITS's reads per interrupt, and the model."""
+    try:
+        f = its_boot.run(g, msi.initramfs(req.arch, out), topo, req.timeout, out)
+    except guest.GuestError as e:
+        emit(f'{g.name}: FAILED ITS BOOT: {e}')
+        return False
+    text = its_lines(f) + model.Implied(f.remote, req.its_remote_ns).lines(
+        'this kernel against all-local tables')
+    emit('\n'.join(text))
+    write_text(out / f'its-{topo.name}.json', json.dumps(f.to_json(), indent=1) + '\n')
     return True

@@ -15,6 +15,7 @@ from kloc.bench import compare, interleave, single
 from kloc.kunitpy import known, report as kunit_report, runner, suites
 from kloc.lava import device as lava_device, lab as lava_lab, workflow as lava_workflow
 from kloc.mutants import mutants
+from kloc.its.model import check_penalty
 from kloc.qemu import arches, release, topology
 from kloc.review import fixcheck, workflow as review_workflow
 from kloc.series import changes, install, mail, planning
@@ -150,7 +151,8 @@ def guest(args: argparse.Namespace) -> int:
     """Build one guest and run the loopback kselftest in it once, then COUNTED times
     counted."""
     req = single.Request(tree=_tree(args), arch=args.arch, alloc=args.alloc,
-                         topology=args.topology, seconds=args.seconds,
+                         topology=args.topology or compare.default_topology(args.arch),
+                         seconds=args.seconds, its_remote_ns=check_penalty(args.its_remote_ns),
                          timeout=args.timeout, counted=args.counted, out=_out_dir(args))
     g, topo = single.check(req)
     _out(args)
@@ -176,14 +178,16 @@ def run_compare(args: argparse.Namespace) -> int:
 
 def review(args: argparse.Namespace) -> int:
     patch = Path(args.patch) if args.patch else None
-    review_workflow.check_what(patch, args.aa, args.bench, not args.no_kunit)
+    review_workflow.check_what(patch, args.aa, args.bench, not args.no_kunit,
+                               args.its is True or args.arch == 'arm64')
     req = review_workflow.Request(
         tree=_tree(args), cache=cache_dir(), out=_out_dir(args), patch=patch, aa=args.aa,
         tag=args.tag,
         topologies=args.topologies, bench_topology=args.bench_topology, runs=args.runs,
         seconds=args.seconds, alpha=args.alpha, timeout=args.timeout, jobs=args.jobs,
         mde=args.mde, counted=args.counted, kunit=not args.no_kunit, bench=args.bench,
-        force=args.force, review_package=args.review_package, runner=_lab(args))
+        force=args.force, review_package=args.review_package, runner=_lab(args),
+        arch=args.arch, its=args.its, its_remote_ns=check_penalty(args.its_remote_ns))
     prepared = review_workflow.check(req)
     _out(args)
     print(review_workflow.run(prepared), end='')

@@ -6,12 +6,14 @@ command's own."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 import os
 import re
 from typing import NoReturn
 
 from kloc import defaults
 from kloc.guests import guest
+from kloc.its import model
 from kloc.qemu import arches, topology
 from kloc.trees import archive, kernels
 
@@ -52,6 +54,19 @@ def _boolean(sp: argparse.ArgumentParser, flag: str, make: str, text: str,
                     help=f'{text} (make: {make}=1)')
 
 
+def _auto_boolean(make: str) -> Callable[[str], bool | str]:
+    """A yes, no or automatic option: 1, 0, or nothing (kloc decides)."""
+    def parse(value: str) -> bool | str:
+        if value == '':
+            return ''
+        if value in ('0', '1'):
+            return value == '1'
+        raise argparse.ArgumentTypeError(f'{make}={defaults.shown(value)} is not 0 or 1: '
+                                         f'give {make}=1, {make}=0, or nothing for the '
+                                         'default')
+    return parse
+
+
 def tree(sp: argparse.ArgumentParser, kernel: str) -> None:
     sp.add_argument('--kernel', default=os.environ.get('KERNEL') or kernel,
                     help='Debian linux-source version: ' + ' or '.join(kernels.names())
@@ -89,7 +104,15 @@ def builddir(sp: argparse.ArgumentParser) -> None:
 def guest_opts(sp: argparse.ArgumentParser) -> None:
     sp.add_argument('--arch', default='x86_64', choices=sorted(arches.ARCHES))
     sp.add_argument('--alloc', default='slub', choices=guest.ALLOCATORS)
-    sp.add_argument('--topology', default='x86_64_2n')
+    sp.add_argument('--topology', default='',
+                    help='default: the arch\'s 2-node topology (arm64: arm64_2n_its1)')
+    its_remote_ns(sp)
+
+
+def its_remote_ns(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument('--its-remote-ns', type=float, default=model.PENALTY_NS,
+                    help='the latency model\'s extra ns per remote ITS table read '
+                    f'(default {model.PENALTY_NS:g}; docs/review.md) (make: ITS_REMOTE_NS=)')
 
 
 def compare(sp: argparse.ArgumentParser) -> None:
@@ -121,6 +144,13 @@ def review(sp: argparse.ArgumentParser) -> None:
              'built or booted', default='1')
     _boolean(sp, 'review-package', 'REVIEW_PACKAGE', 'review a patch that changes the '
              'package\'s tests or hooks, or KUnit (the report says so first)')
+    sp.add_argument('--arch', default='', choices=('',) + tuple(sorted(arches.ARCHES)),
+                    help='arm64: the ITS interrupt path as well (make: ARCH=)')
+    sp.add_argument('--its', default='', type=_auto_boolean('ITS'), metavar='1|0',
+                    help='the MSI workload in arm64 guests of both kernels on the ITS '
+                    'topologies; default: for a patch to the ITS driver, or ARCH=arm64 '
+                    '(make: ITS=1 or ITS=0)')
+    its_remote_ns(sp)
     _lab(sp)
 
 

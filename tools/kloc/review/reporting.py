@@ -9,7 +9,10 @@ from kloc.bench import tables
 from kloc.guests import guest
 from kloc.bench import counted as counted_runs
 from kloc.bench.metrics import Difference
+from kloc.its.figures import ItsFigures, side_by_side
+from kloc.its.model import SEED_RATES, SEED_REQUEST_MS, Implied
 from kloc.kcidb.record import new_run_id
+from kloc.qemu import topology
 from kloc.review import kcidb
 from kloc.review.review import ALLOCATOR, ReviewOptions, ReviewOutcome
 
@@ -28,10 +31,12 @@ def _wrap_command(cmd: list[str], images: dict[str, str]) -> list[str]:
     return lines + [cur]
 
 
-def overall(diffs: list[Difference], changes: int, bench: bool = True) -> str:
+def overall(diffs: list[Difference], changes: int, bench: bool = True,
+            kunit: bool = True) -> str:
     """The verdict: the figures' (tables.verdict), then the KUnit status changes."""
     parts = [tables.verdict(diffs)] if bench else []
-    parts.append(f'{changes} KUnit status change{"s" if changes != 1 else ""}')
+    parts.append(f'{changes} KUnit status change{"s" if changes != 1 else ""}' if kunit
+                 else 'KUnit not run')
     return ', '.join(parts)
 
 
@@ -79,15 +84,54 @@ def render(o: ReviewOutcome, opts: ReviewOptions) -> str:
         lines += _bench_lines(o, opts)
     else:
         lines += ['Loopback benchmark: not run (BENCH=0)']
-    lines += ['', f'Verdict: {overall(all_diffs(o), len(o.kunit_changes), opts.bench)}.']
+    if o.its:
+        lines += [''] + _its_lines(o, opts)
+    verdict = overall(all_diffs(o), len(o.kunit_changes), opts.bench,
+                      opts.kunit and not opts.aa)
+    lines += ['', f'Verdict: {verdict}{its_verdict(o)}.']
     lines = [line for block in lines for line in
              (textwrap.wrap(block, WIDTH, subsequent_indent='  ') if len(block) > WIDTH
               else [block])]
     return '\n'.join(lines) + '\n'
 
 
+def its_verdict(o: ReviewOutcome) -> str:
+    """The ITS's remote reads per interrupt where they change, for the verdict."""
+    parts = []
+    for topo, sides in sorted(o.its.items()):
+        b, p = sides.get('base'), sides.get('patched')
+        if not isinstance(b, ItsFigures) or not isinstance(p, ItsFigures):
+            parts.append(f'ITS on {topo}: no figures')
+        elif b.remote != p.remote:
+            parts.append(f'ITS remote reads per interrupt on {topo} {b.remote:.3g} -> '
+                         f'{p.remote:.3g}')
+    if o.its and not parts:
+        parts.append('ITS table reads per interrupt unchanged')
+    return ''.join(f', {x}' for x in parts)
+
+
+def _its_lines(o: ReviewOutcome, opts: ReviewOptions) -> list[str]:
+    lines = ['ITS interrupt path: the MSI workload (tools/guest/its-msi.c,',
+             '  virtio-rng) in arm64 guests, one boot a side per topology. These are',
+             '  exact counts of QEMU\'s ITS model, which caches no translation: one',
+             '  boot decides them (no distribution to estimate), and they are upper',
+             '  bounds of a real ITS\'s table traffic.']
+    for topo, sides in sorted(o.its.items()):
+        b, p = sides.get('base'), sides.get('patched')
+        if isinstance(b, ItsFigures) and isinstance(p, ItsFigures):
+            lines += side_by_side(topo, b, p)
+            lines += Implied(p.remote - b.remote, opts.its_penalty_ns).lines(
+                f'patched - base on {topo}')
+        else:
+            for side, why in sides.items():
+                if isinstance(why, str):
+                    lines.append(f'  {topo}, {side}: FAILED: {why.splitlines()[0]}')
+    return lines
+
+
 def _bench_lines(o: ReviewOutcome, opts: ReviewOptions) -> list[str]:
-    frags = ' + '.join(p.name for p in guest.fragments(ALLOCATOR))
+    frags = ' + '.join(p.name for p in guest.fragments(
+        ALLOCATOR, topology.get(opts.bench_topology).arch))
     lines = ['Loopback benchmark: selftests/lo_counters in a guest',
              f'  config: tinyconfig + {frags}',
              f'  topology: {opts.bench_topology}',
@@ -147,6 +191,13 @@ def to_json(o: ReviewOutcome, opts: ReviewOptions,
             'runs_per_side': o.counted.runs, 'results_file': str(o.counted.store.path),
             'figures': tables.to_json(o.counted.diffs, 'base', 'patched', opts.alpha),
             'contended_lines': o.counted.attribution},
-        'verdict': overall(all_diffs(o), len(o.kunit_changes), opts.bench),
+        'its': None if not o.its else {
+            'model': {'penalty_ns': opts.its_penalty_ns, 'seed_rates': list(SEED_RATES),
+                      'seed_request_ms': SEED_REQUEST_MS},
+            'topologies': {t: {side: f.to_json() if isinstance(f, ItsFigures)
+                               else {'failed': f} for side, f in sides.items()}
+                           for t, sides in o.its.items()}},
+        'verdict': overall(all_diffs(o), len(o.kunit_changes), opts.bench,
+                           opts.kunit and not opts.aa) + its_verdict(o),
         'kcidb': kcidb.submission(o, opts, run_id or new_run_id()),
     }

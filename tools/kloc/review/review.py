@@ -24,7 +24,9 @@ from pathlib import Path
 
 from kloc import progress
 from kloc.bench import counted as counted_runs, interleave, metrics
-from kloc.guests import guest
+from kloc.guests import guest, its_boot, msi
+from kloc.its import model
+from kloc.its.figures import ItsFigures
 from kloc.kunitpy import runner
 from kloc.paths import dropped_edits_dir
 from kloc.qemu import topology
@@ -59,6 +61,10 @@ class ReviewOptions:
     runner: interleave.Runner = interleave.run  # the timed runs: here, or a LAVA lab
     # REVIEW_PACKAGE=1: review a patch that changes what judges it (integrity.py)
     review_package: bool = False
+    # The MSI workload in arm64 guests, one boot a side on each (its_boot.py): for a
+    # patch to the ITS driver, or ARCH=arm64; ITS=0: none
+    its_topologies: tuple[str, ...] = ()
+    its_penalty_ns: float = model.PENALTY_NS  # ITS_REMOTE_NS=: the latency model's
 
 
 Statuses = dict[tuple[str, str], str]
@@ -93,6 +99,8 @@ class ReviewOutcome:
     dirty: list[str] = field(default_factory=list)
     # REVIEW_PACKAGE=1: what the patch changes of the package's tests (or KUnit)
     package: tuple[integrity.Touched, ...] = ()
+    # topology -> side -> the ITS's reads per interrupt (one boot), or why there are none
+    its: dict[str, dict[str, ItsFigures | str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -191,7 +199,45 @@ def run(base: Tree, patch: PatchInfo | None, opts: ReviewOptions, cache: Path,
             outcome.kunit_statuses['base'], outcome.kunit_statuses['patched'])
     if opts.bench:
         _bench(base, patched, patch, opts, outcome)
+    if opts.its_topologies and not opts.aa:
+        _its(base, patched, opts, outcome)
     return outcome
+
+
+ITS_DRIVER = 'drivers/irqchip/irq-gic-v3-its.c'
+
+
+def its_topologies(patch: PatchInfo | None, arch: str, its: bool | str,
+                   topologies: tuple[str, ...]) -> tuple[str, ...]:
+    """Where the review boots the MSI workload: the ITS topologies of TOPOLOGIES, for a
+    patch to the ITS driver or ARCH=arm64; none with ITS=0 (its False)."""
+    if its is False:
+        return ()
+    wanted = its is True or arch == 'arm64' or (patch is not None and ITS_DRIVER in patch.files)
+    return tuple(t.name for t in its_boot.topologies(topologies)) if wanted else ()
+
+
+def _its(base: Tree, patched: Tree, opts: ReviewOptions, outcome: ReviewOutcome) -> None:
+    """The MSI workload in arm64 guests of both kernels, one boot a side per topology:
+    exact counts of QEMU's ITS model, so one boot decides them."""
+    out = opts.out / 'its'
+    initrd = msi.initramfs('arm64', out)
+    for label, tree in (('base', base), ('patched', patched)):
+        g = guest.Guest(tree, 'arm64', ALLOCATOR)
+        progress.say(f'ITS interrupt path: the {label} kernel\'s arm64 guest')
+        try:
+            guest.build(g, out / label)
+        except guest.GuestError as e:
+            for t in opts.its_topologies:
+                outcome.its.setdefault(t, {})[label] = str(e)
+            continue
+        for t in opts.its_topologies:
+            try:
+                fig: ItsFigures | str = its_boot.run(g, initrd, topology.get(t), opts.timeout,
+                                                     out / label)
+            except guest.GuestError as e:
+                fig = str(e)
+            outcome.its.setdefault(t, {})[label] = fig
 
 
 def _bench(base: Tree, patched: Tree, patch: PatchInfo | None, opts: ReviewOptions,

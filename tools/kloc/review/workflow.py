@@ -11,6 +11,7 @@ from pathlib import Path
 from kloc.atomicfile import write_text
 from kloc.bench import interleave, metrics, plot
 from kloc.guests import guest
+from kloc.its import model
 from kloc.qemu import topology
 from kloc.review import patch_input, reporting, review
 from kloc.review.errors import ReviewError
@@ -40,6 +41,9 @@ class Request:
     force: bool
     review_package: bool
     runner: interleave.Runner = interleave.run
+    arch: str = ''                  # ARCH=arm64: the ITS interrupt path as well
+    its: bool | str = ''            # ITS=1 or 0: boot the MSI workload or not; '': auto
+    its_remote_ns: float = model.PENALTY_NS     # ITS_REMOTE_NS=
 
     def __post_init__(self) -> None:
         require_absolute_out(self.out)
@@ -53,21 +57,24 @@ class Prepared:
     checked: review.Checked
 
 
-def check_what(patch: Path | None, aa: bool, bench: bool, kunit: bool) -> None:
-    """What is reviewed, and how, makes sense: first, before the tree is looked at."""
+def check_what(patch: Path | None, aa: bool, bench: bool, kunit: bool,
+               its: bool = False) -> None:
+    """What is reviewed, and how, makes sense: first, before the tree is looked at.
+    its: the MSI workload was asked for (ITS=1 or ARCH=arm64)."""
     if aa == (patch is not None):
         raise ReviewError('give PATCH=file.patch (or a series .mbox), or AA=1 for the '
                           'base kernel against itself')
-    if not bench and (not kunit or aa):
+    if not bench and (not kunit or aa) and not (its and not aa):
         raise ReviewError('BENCH=0 leaves KUnit alone to run, and '
                           + ('--no-kunit' if not kunit else 'AA=1 has no KUnit')
-                          + ': nothing would be reviewed; drop BENCH=0')
+                          + ': nothing would be reviewed; drop BENCH=0 (or, for a patch, '
+                          'give ITS=1: the ITS interrupt path alone)')
 
 
 def check(req: Request) -> Prepared:
     """Every refusal, before anything is built or written: the combination of
     options, the patch as posted against the base, counted boots on this QEMU."""
-    check_what(req.patch, req.aa, req.bench, req.kunit)
+    check_what(req.patch, req.aa, req.bench, req.kunit, req.its is True or req.arch == 'arm64')
     metrics.check_counted(req.counted)
     patch = patch_input.load(req.patch) if req.patch else None
     topo = topology.get(req.bench_topology)
@@ -78,7 +85,9 @@ def check(req: Request) -> Prepared:
         seconds=req.seconds, alpha=req.alpha, timeout=req.timeout, jobs=req.jobs,
         out=req.out / 'review' / name, kunit=req.kunit, bench=req.bench,
         aa=patch is None, force=req.force, mde=req.mde, counted=req.counted,
-        runner=req.runner, review_package=req.review_package)
+        runner=req.runner, review_package=req.review_package,
+        its_topologies=review.its_topologies(patch, req.arch, req.its, req.topologies),
+        its_penalty_ns=req.its_remote_ns)
     if req.bench and req.counted:
         guest.check_counted(guest.Guest(req.tree, topo.arch, review.ALLOCATOR), topo)
     checked = review.check(req.tree, patch, req.force, req.review_package)

@@ -1,0 +1,99 @@
+# SPDX-License-Identifier: GPL-2.0
+"""make review's ITS interrupt path: when it runs, and what the report and JSON say.
+
+The figures are real: tests/data/its-msi-6.12-arm64_2n_its1.trace read as it is
+(every table on the ITS's node), and read as if the ITS were on node 0 (every
+table remote), standing in for a patch that moves every table."""
+
+from __future__ import annotations
+
+import json
+import unittest
+from pathlib import Path
+
+from kloc.its import trace
+from kloc.its.figures import figures
+from kloc.qemu import topology
+from kloc.review import patch_input, reporting, review
+from kloc.review.errors import ReviewError
+from kloc.review.workflow import check_what
+from kloc.paths import PACKAGE_ROOT
+from kloc.trees.sources import Tree
+
+from .helpers import debian_tree
+from .test_its_figures import NODE_OF, real
+
+MUTANT = PACKAGE_ROOT / 'kunit/its/mutants/6.12/numa-unaware-table.patch'
+NOOP = PACKAGE_ROOT / 'selftests/lo_counters/review/noop.patch'
+ALL = tuple(topology.TOPOLOGIES)
+
+
+class WhenItRuns(unittest.TestCase):
+    def test_a_patch_to_the_its_driver(self) -> None:
+        p = patch_input.load(MUTANT)
+        self.assertEqual(review.its_topologies(p, '', '', ALL),
+                         ('arm64_2n_its1', 'arm64_2n_its0'))
+        self.assertEqual(review.its_topologies(p, '', False, ALL), ())     # ITS=0
+        # only the ITS topologies among TOPOLOGIES
+        self.assertEqual(review.its_topologies(p, '', '', ('arm64_2n_its0', 'x86_64_2n')),
+                         ('arm64_2n_its0',))
+
+    def test_another_patch_only_when_asked(self) -> None:
+        p = patch_input.load(NOOP)
+        self.assertEqual(review.its_topologies(p, '', '', ALL), ())
+        self.assertEqual(review.its_topologies(p, 'arm64', '', ALL),
+                         ('arm64_2n_its1', 'arm64_2n_its0'))
+        self.assertEqual(review.its_topologies(p, '', True, ALL),
+                         ('arm64_2n_its1', 'arm64_2n_its0'))
+
+    def test_the_its_path_alone_is_a_review(self) -> None:
+        check_what(MUTANT, False, bench=False, kunit=False, its=True)
+        with self.assertRaisesRegex(ReviewError, 'ITS=1'):
+            check_what(MUTANT, False, bench=False, kunit=False, its=False)
+        with self.assertRaisesRegex(ReviewError, 'nothing would be reviewed'):
+            check_what(None, True, bench=False, kunit=False, its=True)
+
+
+class Report(unittest.TestCase):
+    def setUp(self) -> None:
+        base = trace.ItsTrace(NODE_OF, 1).feed_all(real())
+        moved = trace.ItsTrace(NODE_OF, 0).feed_all(real())
+        tree = Tree(Path('/t/linux-6.12/src'), debian_tree('6.12').version, 'debian')
+        self.o = review.ReviewOutcome(tree, tree, patch_input.load(MUTANT))
+        self.o.its = {'arm64_2n_its1': {'base': figures(base, 'arm64_2n_its1'),
+                                        'patched': figures(moved, 'arm64_2n_its1')},
+                      'arm64_2n_its0': {'base': 'the guest did not boot',
+                                        'patched': 'the guest did not boot'}}
+        self.opts = review.ReviewOptions(('arm64_2n_its1',), 'x86_64_2n', 10, 1.0, 0.05, 60,
+                                         2, Path('/nonexistent'), kunit=False, bench=False,
+                                         its_topologies=('arm64_2n_its1', 'arm64_2n_its0'),
+                                         its_penalty_ns=100)
+
+    def test_the_text(self) -> None:
+        text = reporting.render(self.o, self.opts)
+        self.assertTrue(all(len(x) <= reporting.WIDTH for x in text.splitlines()), text)
+        self.assertRegex(text, r'one\s+boot decides them')
+        self.assertRegex(text, r'upper\s+bounds')
+        self.assertRegex(text, r'all tables +5/0 +0/5')
+        self.assertIn('stated, not measured', text)
+        # 5 remote reads x 100 ns at 170K-200K/s: 8.50%-10.00%
+        self.assertRegex(text, r'8\.50%-10\.00%\s+of the time')
+        self.assertIn('arm64_2n_its0, base: FAILED: the guest did not boot', text)
+        self.assertRegex(text, r'ITS remote\s+reads per interrupt on arm64_2n_its1 0 -> 5')
+        self.assertRegex(text, r'ITS on arm64_2n_its0:\s+no figures')
+        self.assertIn('KUnit not run', text)
+
+    def test_the_json(self) -> None:
+        d = reporting.to_json(self.o, self.opts)
+        its = json.loads(json.dumps(d['its']))
+        self.assertEqual(its['model']['penalty_ns'], 100)
+        one = its['topologies']['arm64_2n_its1']
+        self.assertEqual((one['base']['remote_per_interrupt'],
+                          one['patched']['remote_per_interrupt']), (0, 5))
+        self.assertEqual(one['patched']['reads']['ite'], {'local': 0, 'remote': 20})
+        self.assertEqual(its['topologies']['arm64_2n_its0']['base'],
+                         {'failed': 'the guest did not boot'})
+
+
+if __name__ == '__main__':
+    unittest.main()
