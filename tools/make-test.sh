@@ -4,10 +4,10 @@
 # make test: the tool tests, KUnit on every kernel of tools/kloc/trees/kernels.py
 # (on the topologies of Kernel.make_test_arches: the arm64 ones), each known
 # upstream failure against its fix, the default kernel's x86_64 guest and the
-# counting plugin on it, its LAVA
-# jobs run with lava-run and compared with those runs, the mutants on it, and
-# the lint gates. Prints each phase with its elapsed time;
-# runs every phase even when one fails, and exits non-zero if any did.
+# counting plugin on it, the MSI workload in its arm64 guest, its LAVA jobs run
+# with lava-run and compared with those runs, the mutants on it, and the lint
+# gates. Prints each phase with its elapsed time; runs every phase even when one
+# fails, and exits non-zero if any did.
 
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -72,6 +72,11 @@ phase "guest of Linux $default" kloc guest --kernel "$default" --out "$OUT"
 phase "kloc-count on the guest of Linux $default" bash -c "cd tools && \
 	KLOC_GUEST_TESTS=x86_64 '$PYTHON' -m unittest tests.test_counting.BootX86 tests.test_counting.PlacementX86 \
 	tests.test_crosscheck.Parts tests.test_crosscheck.L1Cache tests.test_crosscheck.Mismatch"
+# The MSI workload in the default kernel's arm64 guest (built here, the first time),
+# on arm64_2n_its1 and arm64_2n_its0, QEMU tracing its ITS: every interrupt's
+# table reads, exactly, all on the ITS's node (tests/test_its_boot.py).
+phase "ITS interrupt path in the arm64 guest of Linux $default" bash -c "cd tools && \
+	KLOC_GUEST_TESTS=arm64 '$PYTHON' -m unittest -v tests.test_its_boot"
 # make lava's jobs for the default kernel, each validated, and run with lava-run:
 # their results against the kunit phase's and against direct guest boots.
 phase "LAVA jobs of Linux $default (lava-run)" kloc lava --kernel "$default" \
