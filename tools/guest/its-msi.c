@@ -13,10 +13,11 @@
  *   kloc-its: begin
  *   ... the requests ...
  *   kloc-its: end
- *   kloc-its: result requests=N bytes=B interrupts=M devid=0xD
+ *   kloc-its: result requests=N bytes=B interrupts=M devid=0xD node=X
  *
  * M is the device's interrupts in the window as /proc/interrupts counts
- * them: the host compares it with the translations it saw. The hwrng
+ * them: the host compares it with the translations it saw; X is the
+ * device's NUMA node by sysfs (-1: none). The hwrng
  * core's own reads (its fill thread) are interrupts too; they are rare,
  * and counted, not hidden.
  *
@@ -49,9 +50,12 @@
 #define L2_ADDR_MASK	0x000ffffffffff000ULL
 #define MAX_IRQS	8
 #define SETTLE_POLLS	2000
+#define PROBE_POLLS	200
+#define RNG_CURRENT	"/sys/class/misc/hw_random/rng_current"
 
 struct msi_dev {
 	unsigned int devid;
+	long node;		/* the device's NUMA node, as sysfs says (-1: none) */
 	unsigned int irqs[MAX_IRQS];
 	int nr_irqs;
 };
@@ -80,8 +84,24 @@ static int read_hex(const char *dir, const char *name, unsigned long *val)
 	return 0;
 }
 
+/* A decimal sysfs attribute; -1 where it cannot be read. */
+static long read_long(const char *dir, const char *name)
+{
+	char path[600], buf[32];
+	FILE *f;
+	int ok;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	ok = !!fgets(buf, sizeof(buf), f);
+	fclose(f);
+	return ok ? strtol(buf, NULL, 10) : -1;
+}
+
 /* The virtio-rng function (legacy 0x1005, modern 0x1044) and its MSI irqs. */
-static int find_rng(struct msi_dev *dev)
+static int find_rng_once(struct msi_dev *dev)
 {
 	unsigned long vendor, device;
 	unsigned int dom, bus, slot, fn;
@@ -101,6 +121,7 @@ static int find_rng(struct msi_dev *dev)
 		if (sscanf(e->d_name, "%x:%x:%x.%x", &dom, &bus, &slot, &fn) != 4)
 			continue;
 		dev->devid = bus << 8 | slot << 3 | fn;
+		dev->node = read_long(path, "numa_node");
 		strncat(path, "/msi_irqs", sizeof(path) - strlen(path) - 1);
 		m = opendir(path);
 		if (!m)
@@ -112,13 +133,43 @@ static int find_rng(struct msi_dev *dev)
 		break;
 	}
 	closedir(d);
-	if (!dev->nr_irqs) {
-		fprintf(stderr, "its-msi: %s (QEMU: %s; guest: %s)\n",
-			"no virtio-rng PCI device with MSIs", "-device virtio-rng-pci",
-			"configs/its-msi.config");
-		return -1;
+	return dev->nr_irqs ? 0 : -1;
+}
+
+/* Whether the hwrng core reads from virtio-rng yet. */
+static int bound(void)
+{
+	char buf[64] = "";
+	FILE *f = fopen(RNG_CURRENT, "r");
+
+	if (!f)
+		return 0;
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = '\0';
+	fclose(f);
+	return !strncmp(buf, "virtio_rng", 10);
+}
+
+/*
+ * The device, once its driver has it. kloc boots with
+ * driver_async_probe=virtio_rng (the probe, which allocates the device's
+ * ITT and level-2 table page, then runs on a CPU of the device's node):
+ * wait for it a while.
+ */
+static int find_rng(struct msi_dev *dev)
+{
+	int tries;
+
+	for (tries = 0; tries < PROBE_POLLS; tries++) {
+		dev->nr_irqs = 0;
+		if (!find_rng_once(dev) && !access(RNG_CURRENT, R_OK) && bound())
+			return 0;
+		usleep(50000);
 	}
-	return 0;
+	fprintf(stderr, "its-msi: %s (QEMU: %s; guest: %s)\n",
+		"no virtio-rng PCI device with MSIs", "-device virtio-rng-pci",
+		"configs/its-msi.config");
+	return -1;
 }
 
 /* The device's interrupts so far, summed over its irqs and every CPU. */
@@ -341,7 +392,7 @@ int main(int argc, char **argv)
 	close(fd);
 	if (before < 0 || after < 0)
 		return 1;
-	printf("kloc-its: result requests=%ld bytes=%ld interrupts=%lld devid=0x%x\n",
-	       requests, bytes, after - before, dev.devid);
+	printf("kloc-its: result requests=%ld bytes=%ld interrupts=%lld devid=0x%x node=%ld\n",
+	       requests, bytes, after - before, dev.devid, dev.node);
 	return 0;
 }

@@ -63,6 +63,7 @@ class _MsiWorkload(unittest.TestCase):
         # the hwrng core's fill thread reads too, rarely: a few at most
         self.assertLessEqual(f.interrupts, REQUESTS + 3)
         self.assertEqual(f.devid, 0x8)     # 00:01.0, the first slot of virt's PCIe bus
+        self.assertEqual(f.device_node, its_boot.DEVICE_NODE)   # the DTB's, as Linux saw it
 
     def test_reads_per_interrupt_exactly(self) -> None:
         self.assertTrue(self.fig.exact)

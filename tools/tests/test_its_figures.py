@@ -53,8 +53,8 @@ def read(events: list[str], its_node: int = 1) -> trace.ItsTrace:
 class RealTrace(unittest.TestCase):
     def test_ten_interrupts_five_local_reads_each(self) -> None:
         f = figures(read(real()), TOPO.name)
-        self.assertEqual((f.requests, f.interrupts, f.guest_interrupts, f.devid),
-                         (10, 10, 10, 0x8))
+        self.assertEqual((f.requests, f.interrupts, f.guest_interrupts, f.devid,
+                          f.device_node), (10, 10, 10, 0x8, 0))
         self.assertEqual({t: f.per_interrupt(t) for t in ('dt_l1', 'dte', 'ite', 'cte')},
                          {'dt_l1': (1, 0), 'dte': (1, 0), 'ite': (2, 0), 'cte': (1, 0)})
         self.assertEqual((f.local, f.remote, f.exact), (5, 0, True))
