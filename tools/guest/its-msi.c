@@ -11,15 +11,17 @@
  *                                            for the device (indirect tables:
  *                                            the address is in no trace event)
  *   kloc-its: begin
+ *   ... each of the device's interrupts moved to the next CPU (commands) ...
  *   ... the requests ...
  *   kloc-its: end
- *   kloc-its: result requests=N bytes=B interrupts=M devid=0xD node=X
+ *   kloc-its: result requests=N bytes=B interrupts=M devid=0xD node=X moved=K
  *
  * M is the device's interrupts in the window as /proc/interrupts counts
  * them: the host compares it with the translations it saw; X is the
- * device's NUMA node by sysfs (-1: none). The hwrng
- * core's own reads (its fill thread) are interrupts too; they are rare,
- * and counted, not hidden.
+ * device's NUMA node by sysfs (-1: none); K interrupts were moved, so that
+ * the ITS reads 2K commands (MOVI, SYNC) from its queue in the window. The
+ * hwrng core's own reads (its fill thread) are interrupts too; they are
+ * rare, and counted, not hidden.
  *
  * Why virtio-rng: one request is one read of /dev/hwrng and one MSI, with
  * no file system, network or block layer between; a tinyconfig guest needs
@@ -320,6 +322,41 @@ static int report_l2(const struct msi_dev *dev)
 	return 0;
 }
 
+/*
+ * Move each of the device's interrupts to the next CPU: the driver sends the
+ * ITS a MOVI and a SYNC for each, two commands it reads from its queue.
+ * Returns how many moved, or -1.
+ */
+static int move_irqs(const struct msi_dev *dev)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	char path[64];
+	int i, cur, ok;
+	FILE *f;
+
+	for (i = 0; i < dev->nr_irqs; i++) {
+		snprintf(path, sizeof(path), "/proc/irq/%u/effective_affinity_list",
+			 dev->irqs[i]);
+		f = fopen(path, "r");
+		if (!f)
+			return fail(path);
+		ok = fscanf(f, "%d", &cur) == 1;
+		fclose(f);
+		if (!ok || cpus < 2) {
+			fprintf(stderr, "its-msi: %s: no CPU to move to\n", path);
+			return -1;
+		}
+		snprintf(path, sizeof(path), "/proc/irq/%u/smp_affinity_list", dev->irqs[i]);
+		f = fopen(path, "w");
+		if (!f)
+			return fail(path);
+		ok = fprintf(f, "%ld\n", (cur + 1) % cpus) > 0;
+		if (fclose(f) || !ok)
+			return fail(path);
+	}
+	return dev->nr_irqs;
+}
+
 /* A console line, written out before the program goes on. */
 static void mark(const char *line)
 {
@@ -350,6 +387,7 @@ int main(int argc, char **argv)
 	struct msi_dev dev = { 0 };
 	long requests = 1000, bytes = 64, i;
 	long long before, after;
+	int moved;
 	unsigned char buf[4096];
 	ssize_t got;
 	int opt, fd;
@@ -379,6 +417,9 @@ int main(int argc, char **argv)
 	}
 	settle(&dev);
 	mark("kloc-its: begin");
+	moved = move_irqs(&dev);
+	if (moved < 0)
+		return 1;
 	before = irq_count(&dev);
 	for (i = 0; i < requests; i++) {
 		got = read(fd, buf, bytes);
@@ -392,7 +433,8 @@ int main(int argc, char **argv)
 	close(fd);
 	if (before < 0 || after < 0)
 		return 1;
-	printf("kloc-its: result requests=%ld bytes=%ld interrupts=%lld devid=0x%x node=%ld\n",
-	       requests, bytes, after - before, dev.devid, dev.node);
+	printf("kloc-its: result requests=%ld bytes=%ld interrupts=%lld ", requests, bytes,
+	       after - before);
+	printf("devid=0x%x node=%ld moved=%d\n", dev.devid, dev.node, moved);
 	return 0;
 }

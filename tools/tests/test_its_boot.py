@@ -71,9 +71,12 @@ class _MsiWorkload(unittest.TestCase):
         self.assertEqual(got, {t: (float(a), float(b)) for t, (a, b) in AWARE.items()})
         self.assertEqual((self.fig.local, self.fig.remote), (5.0, 0.0))
 
-    def test_no_commands_in_the_window(self) -> None:
-        """Steady-state MSIs need no command: the queue is not read meanwhile."""
-        self.assertEqual((self.fig.cmd.local, self.fig.cmd.remote), (0, 0))
+    def test_the_moves_commands(self) -> None:
+        """The workload moves each of the device's two interrupts to another CPU in
+        the window: a MOVI and a SYNC each, read from the queue on the ITS's node;
+        steady MSIs need no other command."""
+        self.assertEqual(self.fig.moved, 2)
+        self.assertEqual((self.fig.cmd.local, self.fig.cmd.remote), (4, 0))
 
 
 class Its1(_MsiWorkload):

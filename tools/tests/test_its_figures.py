@@ -58,7 +58,7 @@ class RealTrace(unittest.TestCase):
         self.assertEqual({t: f.per_interrupt(t) for t in ('dt_l1', 'dte', 'ite', 'cte')},
                          {'dt_l1': (1, 0), 'dte': (1, 0), 'ite': (2, 0), 'cte': (1, 0)})
         self.assertEqual((f.local, f.remote, f.exact), (5, 0, True))
-        self.assertEqual((f.cmd.local, f.cmd.remote), (0, 0))
+        self.assertEqual((f.cmd.local, f.cmd.remote, f.moved), (4, 0, 2))   # MOVI, SYNC x 2
         self.assertEqual(f.to_json()['remote_per_interrupt'], 0)
 
     def test_the_same_reads_from_node_0_are_remote(self) -> None:

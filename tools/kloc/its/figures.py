@@ -24,7 +24,7 @@ from kloc.errors import KlocError
 from kloc.its.trace import TABLES, ItsTrace, Window
 
 RESULT = re.compile(r'^kloc-its: result requests=(\d+) bytes=(\d+) interrupts=(\d+) '
-                    r'devid=(0x[0-9a-f]+)(?: node=(-?\d+))?$')
+                    r'devid=(0x[0-9a-f]+)(?: node=(-?\d+))?(?: moved=(\d+))?$')
 # What each table is, for the report.
 ABOUT = {'dt_l1': 'device table, level 1', 'dte': 'device table entry (level 2)',
          'ite': 'interrupt translation table (ITT)', 'cte': 'collection table',
@@ -55,6 +55,7 @@ class ItsFigures:
     msi: tuple[Reads, ...]      # on the interrupt path, per table (MSI_TABLES)
     cmd: Reads                  # commands the ITS read from its queue meanwhile
     device_node: int | None = None  # the PCI device's NUMA node in the guest (-1: none)
+    moved: int | None = None    # interrupts the guest moved in the window (2 commands each)
 
     def per_interrupt(self, table: str) -> tuple[float, float]:
         """(local, remote) reads of table per interrupt."""
@@ -86,7 +87,7 @@ class ItsFigures:
         return {'topology': self.topology, 'its_node': self.its_node,
                 'requests': self.requests, 'interrupts': self.interrupts,
                 'guest_interrupts': self.guest_interrupts, 'devid': self.devid,
-                'device_node': self.device_node,
+                'device_node': self.device_node, 'moved_interrupts': self.moved,
                 'per_interrupt': per, 'local_per_interrupt': self.local,
                 'remote_per_interrupt': self.remote, 'exact': self.exact,
                 'reads': {r.table: {'local': r.local, 'remote': r.remote}
@@ -120,13 +121,14 @@ def figures(trace: ItsTrace, topology: str) -> ItsFigures:
         raise ItsFiguresError(f'{len(results)} "kloc-its: result" lines on the guest\'s '
                               'console; the workload prints one when it ends well')
     requests, _, guest_ints, devid = (int(v, 0) for v in results[0].groups()[:4])
-    node = results[0].group(5)
+    node, moved = results[0].group(5), results[0].group(6)
     if w.interrupts == 0:
         raise ItsFiguresError(f'the ITS translated no MSI in the window of {requests} '
                               'requests: is the device\'s MSI-X going through the ITS?')
     return ItsFigures(topology, trace.its_node, requests, w.interrupts, guest_ints, devid,
                       tuple(_reads(w, 'msi', t) for t in MSI_TABLES),
-                      _reads(w, 'cmd', 'cmd'), None if node is None else int(node))
+                      _reads(w, 'cmd', 'cmd'), None if node is None else int(node),
+                      None if moved is None else int(moved))
 
 
 def lines(f: ItsFigures) -> list[str]:
