@@ -12,6 +12,7 @@ import unittest
 from pathlib import Path
 
 from kloc.its import trace
+from kloc.kcidb import schema
 from kloc.its.figures import figures
 from kloc.qemu import topology
 from kloc.review import patch_input, reporting, review
@@ -93,6 +94,21 @@ class Report(unittest.TestCase):
         self.assertEqual(one['patched']['reads']['ite'], {'local': 0, 'remote': 20})
         self.assertEqual(its['topologies']['arm64_2n_its0']['base'],
                          {'failed': 'the guest did not boot'})
+
+    def test_the_kcidb_record(self) -> None:
+        k = reporting.to_json(self.o, self.opts)['kcidb']
+        assert isinstance(k, dict)
+        schema.validate(k)
+        boots = sorted((t['environment']['misc']['topology'], t['status'])
+                       for t in k['tests'] if t['path'] == 'its_msi')
+        self.assertEqual(boots, [('arm64_2n_its0', 'FAIL')] * 2 +
+                         [('arm64_2n_its1', 'PASS')] * 2)
+        change = [t for t in k['tests'] if t['path'] == 'its_msi.remote.change']
+        self.assertEqual([(t['status'], t['number']['value']) for t in change], [('FAIL', 5)])
+        remote = [t['number']['value'] for t in k['tests']
+                  if t['path'] == 'its_msi.ite.remote']
+        self.assertEqual(sorted(remote), [0, 2])      # base, patched
+        self.assertEqual(len([b for b in k['builds'] if b['architecture'] == 'arm64']), 2)
 
 
 if __name__ == '__main__':

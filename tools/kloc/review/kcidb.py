@@ -5,8 +5,12 @@ records kcidb/record.py shares with lava/kcidb.py.
 - Two checkouts: the base (patchset_hash "") and the base with the patch
   (the patchset's hash, by the schema's rule); an A/A review has one.
   Each has the base's git identity when the base is a git tree.
-- Builds: a KUnit kernel per side and architecture, and the loopback guest.
-- Tests: every KUnit case under kunit.<suite>.<case>, as its run's KTAP gave
+- Builds: a KUnit kernel per side and architecture, the loopback guest, and
+  the arm64 guest of the ITS interrupt path.
+- Tests: the MSI workload per ITS topology (its_msi: a boot test; its reads
+  per interrupt, its_msi.<table>.local/remote, DONE; its_msi.remote.change
+  on the patched side, FAIL where remote reads rose), and
+  every KUnit case under kunit.<suite>.<case>, as its run's KTAP gave
   it; a crashed case FAILs with its log (the oops), a case the crash cut off
   is MISS. The harness's own checks (the topology check) are
   kloc.harness.<...>, not KUnit cases. Each run is a boot test: FAIL when
@@ -34,6 +38,7 @@ from kloc.kcidb.record import BOOT, KUNIT_CONFIG, NO_KTAP_COMMENT, Record, build
     build_record, case_path, case_status, checkout_id, checkout_record, environment, excerpt, \
     guest_config, number, path_component, source_identity, submission as record_submission, \
     test_record
+from kloc.its.figures import ABOUT, MSI_TABLES, ItsFigures
 from kloc.kunitpy import ktap, runner
 from kloc.paths import QEMU_CONFIGS
 from kloc.qemu import topology
@@ -295,4 +300,45 @@ def submission(o: ReviewOutcome, opts: ReviewOptions, run_id: str) -> Record:
         if side == 'base' or not aa:
             builds.append(_build(ids, side, trees[side], 'guest', arch, config))
         tests += _loopback_tests(o, opts, ids, side, ids.build(side, 'guest', arch))
+    for side in SIDES if o.its else ():
+        its_build = ids.build(side, 'guest', 'arm64')
+        if its_build not in {x['id'] for x in builds}:
+            builds.append(_build(ids, side, trees[side], 'guest', 'arm64',
+                                 guest_config(ALLOCATOR, 'arm64')))
+        tests += _its_tests(o, ids, side, its_build)
     return record_submission(_checkouts(o, ids), builds, tests)
+
+
+ITS_UNIT = 'reads/interrupt'
+
+
+def _its_tests(o: ReviewOutcome, ids: _Ids, side: str, build: str) -> list[Record]:
+    """The MSI workload's boot per ITS topology (FAIL: no figures), its reads per
+    interrupt per table, local and remote (DONE, exact counts), and on the patched
+    side the change in remote reads (FAIL where they rose)."""
+    out: list[Record] = []
+    for topo, sides in sorted(o.its.items()):
+        f, base = sides.get(side), sides.get('base')
+        env = environment(topo, accel='tcg', device='virtio-rng-pci')
+        if not isinstance(f, ItsFigures):
+            out.append(_test(ids, build, side, topo, 'its_msi', 'FAIL', env,
+                             comment='the MSI workload gave no figures',
+                             log_excerpt=excerpt(str(f).splitlines())))
+            continue
+        out.append(_test(ids, build, side, topo, 'its_msi', 'PASS', env,
+                         comment=f'{f.interrupts} interrupts for {f.requests} requests, '
+                                 'one boot: exact counts of QEMU\'s ITS (no cache)',
+                         misc=f.to_json()))
+        for table in MSI_TABLES:
+            for where, value in zip(('local', 'remote'), f.per_interrupt(table)):
+                out.append(_test(ids, build, side, topo, f'its_msi.{table}.{where}', 'DONE',
+                                 env, comment=f'{ABOUT[table]}: {where} reads per interrupt',
+                                 number=number(value, ITS_UNIT)))
+        if side == 'patched' and isinstance(base, ItsFigures):
+            rose = f.remote > base.remote
+            out.append(_test(ids, build, side, topo, 'its_msi.remote.change',
+                             'FAIL' if rose else 'PASS', env,
+                             comment='remote ITS table reads per interrupt, patched against '
+                                     'base (an exact count: FAIL where they rose)',
+                             number=number(f.remote - base.remote, ITS_UNIT)))
+    return out
