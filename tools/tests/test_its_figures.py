@@ -14,7 +14,7 @@ import unittest
 from pathlib import Path
 
 from kloc.its import trace
-from kloc.its.figures import ItsFiguresError, figures, lines, side_by_side
+from kloc.its.figures import Boots, ItsFiguresError, figures, lines, side_by_side
 from kloc.qemu import topology
 
 MSI = Path(__file__).parent / 'data' / 'its-msi-6.12-arm64_2n_its1.trace'
@@ -72,9 +72,27 @@ class RealTrace(unittest.TestCase):
         text = '\n'.join(lines(f))
         self.assertIn('10 interrupts for 10 requests', text)
         self.assertRegex(text, r'all tables +5 +0')
-        both = side_by_side(TOPO.name, f, figures(read(real(), its_node=0), TOPO.name))
+        both = side_by_side(TOPO.name, Boots((f,)),
+                            Boots((figures(read(real(), its_node=0), TOPO.name),)))
         self.assertTrue(all(len(x) <= 72 for x in both), both)
         self.assertRegex('\n'.join(both), r'all tables +5/0 +0/5')
+
+
+class BootsThatDiffer(unittest.TestCase):
+    """Where the boots place a table differently, each distinct pair is shown."""
+
+    def test_the_pairs_and_the_note(self) -> None:
+        aware = figures(read(real()), TOPO.name)
+        moved = figures(read(real(), its_node=0), TOPO.name)
+        b, p = Boots((aware, aware)), Boots((moved, aware, moved))
+        self.assertTrue(b.agree)
+        self.assertFalse(p.agree)
+        self.assertEqual((b.remotes(), p.remotes()), ('0', '5, 0, 5'))
+        self.assertAlmostEqual(p.remote, 10 / 3)
+        text = '\n'.join(side_by_side(TOPO.name, b, p))
+        self.assertRegex(text, r'all tables +5/0 +0/5,5/0')
+        self.assertIn("the patched's boots differ: remote reads per interrupt 5, 0, 5", text)
+        self.assertEqual(Boots((aware,)).to_json()['agree'], True)
 
 
 class Refusals(unittest.TestCase):

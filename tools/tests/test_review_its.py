@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kloc.its import trace
 from kloc.kcidb import schema
-from kloc.its.figures import figures
+from kloc.its.figures import Boots, figures
 from kloc.qemu import topology
 from kloc.review import patch_input, reporting, review
 from kloc.review.errors import ReviewError
@@ -61,19 +61,20 @@ class Report(unittest.TestCase):
         moved = trace.ItsTrace(NODE_OF, 0).feed_all(real())
         tree = Tree(Path('/t/linux-6.12/src'), debian_tree('6.12').version, 'debian')
         self.o = review.ReviewOutcome(tree, tree, patch_input.load(MUTANT))
-        self.o.its = {'arm64_2n_its1': {'base': figures(base, 'arm64_2n_its1'),
-                                        'patched': figures(moved, 'arm64_2n_its1')},
+        aware, off = figures(base, 'arm64_2n_its1'), figures(moved, 'arm64_2n_its1')
+        self.o.its = {'arm64_2n_its1': {'base': Boots((aware, aware)),
+                                        'patched': Boots((off, off))},
                       'arm64_2n_its0': {'base': 'the guest did not boot',
                                         'patched': 'the guest did not boot'}}
         self.opts = review.ReviewOptions(('arm64_2n_its1',), 'x86_64_2n', 10, 1.0, 0.05, 60,
                                          2, Path('/nonexistent'), kunit=False, bench=False,
                                          its_topologies=('arm64_2n_its1', 'arm64_2n_its0'),
-                                         its_penalty_ns=100)
+                                         its_penalty_ns=100, its_boots=2)
 
     def test_the_text(self) -> None:
         text = reporting.render(self.o, self.opts)
         self.assertTrue(all(len(x) <= reporting.WIDTH for x in text.splitlines()), text)
-        self.assertRegex(text, r'one\s+boot decides them')
+        self.assertRegex(text, r'2 boots a side')
         self.assertRegex(text, r'upper\s+bounds')
         self.assertRegex(text, r'all tables +5/0 +0/5')
         self.assertIn('stated, not measured', text)
@@ -89,11 +90,29 @@ class Report(unittest.TestCase):
         its = json.loads(json.dumps(d['its']))
         self.assertEqual(its['model']['penalty_ns'], 100)
         one = its['topologies']['arm64_2n_its1']
-        self.assertEqual((one['base']['remote_per_interrupt'],
-                          one['patched']['remote_per_interrupt']), (0, 5))
-        self.assertEqual(one['patched']['reads']['ite'], {'local': 0, 'remote': 20})
+        self.assertEqual((one['base']['remote_per_interrupt_mean'],
+                          one['patched']['remote_per_interrupt_mean']), (0, 5))
+        self.assertEqual(one['patched']['boots'][1]['reads']['ite'],
+                         {'local': 0, 'remote': 20})
+        self.assertTrue(one['patched']['agree'])
         self.assertEqual(its['topologies']['arm64_2n_its0']['base'],
                          {'failed': 'the guest did not boot'})
+
+    def test_boots_that_differ(self) -> None:
+        """A patched kernel whose boots differ: the verdict says so, and KCIDB's
+        change test fails on the boot that read remotely."""
+        aware = self.o.its['arm64_2n_its1']['base']
+        off = self.o.its['arm64_2n_its1']['patched']
+        assert isinstance(aware, Boots) and isinstance(off, Boots)
+        self.o.its['arm64_2n_its1']['patched'] = Boots((off.first, aware.first))
+        text = reporting.render(self.o, self.opts)
+        self.assertRegex(text, r'0 -> 5, 0\s+\(by boot\)')
+        self.assertRegex(text, r'\(means\s+over the boots\)')
+        k = reporting.to_json(self.o, self.opts)['kcidb']
+        assert isinstance(k, dict)
+        change = [t for t in k['tests'] if t['path'] == 'its_msi.remote.change']
+        self.assertEqual([(t['status'], t['number']['value']) for t in change],
+                         [('FAIL', 2.5)])
 
     def test_the_kcidb_record(self) -> None:
         k = reporting.to_json(self.o, self.opts)['kcidb']
@@ -107,7 +126,7 @@ class Report(unittest.TestCase):
         self.assertEqual([(t['status'], t['number']['value']) for t in change], [('FAIL', 5)])
         remote = [t['number']['value'] for t in k['tests']
                   if t['path'] == 'its_msi.ite.remote']
-        self.assertEqual(sorted(remote), [0, 2])      # base, patched
+        self.assertEqual(sorted(remote), [0, 2])      # base, patched: the first boots
         self.assertEqual(len([b for b in k['builds'] if b['architecture'] == 'arm64']), 2)
 
 

@@ -27,6 +27,10 @@ from kloc.qemu import topology
 from kloc.qemu.topology import Topology
 
 REQUESTS = 1000
+# Boots per kernel and topology: each is exact, but a kernel that asks for no
+# node can place a table differently from boot to boot (the numa-unaware-itt
+# mutant's ITT was remote in 3 boots of 6): the boots show it.
+BOOTS = 3
 DEVICE = 'virtio-rng-pci'
 # The PCIe host bridge's node, written into the DTB (QEMU gives it none): Linux
 # probes a PCI device on a CPU of its node (pci_call_probe), so where a
@@ -44,8 +48,14 @@ ASYNC_PROBE = 'driver_async_probe=virtio_rng'
 SLOWDOWN = 4
 
 
+# Where the ITS has no node (arm64_2n_itsnone, arm64_1n), reads are local or
+# remote to this one: the boot CPU's, where Linux then allocates its tables.
+NO_ITS_NODE_REFERENCE = 0
+
+
 def topologies(names: tuple[str, ...]) -> tuple[Topology, ...]:
-    """Those of names with an ITS on a known node: where reads are local or remote."""
+    """Those of names with an ITS on a known node: where reads are local or remote (what
+    make review compares)."""
     topos = (topology.get(n) for n in names)
     return tuple(t for t in topos if t.arch in msi.ARCHES and t.its_node is not None)
 
@@ -82,9 +92,9 @@ def run(g: Guest, initrd: Path, topo: Topology, timeout: int, out: Path,
         requests: int = REQUESTS) -> ItsFigures:
     """Boot g once on topo with the workload; its figures (GuestError if the boot or
     its trace fails, with the console's tail and where the files are)."""
-    if topo.its_node is None or topo.arch not in msi.ARCHES:
-        raise GuestError(f'topology {topo.name} has no ITS on a known node: the MSI '
-                         'workload needs arm64_2n_its1 or arm64_2n_its0')
+    if topo.arch not in msi.ARCHES:
+        raise GuestError(f'topology {topo.name} is {topo.arch}: the MSI workload needs an '
+                         'ITS, on an arm64 topology')
     out.mkdir(parents=True, exist_ok=True)
     stem = f'its-{g.name}-{topo.name}'     # (g.name has dots: no with_suffix)
     log, events, console = (out / f'{stem}{s}' for s in ('.trace', '.events', '.log'))
@@ -109,11 +119,12 @@ def run(g: Guest, initrd: Path, topo: Topology, timeout: int, out: Path,
     if not log.is_file():
         raise GuestError(f'{g.name} on {topo.name}: QEMU wrote no trace at {log}: is '
                          f'{topo.qemu_binary} built with the log trace backend?')
-    t = trace.ItsTrace(trace.node_of(cmd), topo.its_node)
+    ref = NO_ITS_NODE_REFERENCE if topo.its_node is None else topo.its_node
+    t = trace.ItsTrace(trace.node_of(cmd), ref)
     with log.open(errors='replace') as f:
         t.feed_all(f)
     try:
-        fig = figures(t, topo.name)
+        fig = figures(t, topo.name, its_has_node=topo.its_node is not None)
     except ItsFiguresError as e:
         raise GuestError(f'{g.name} on {topo.name}: {e} (trace: {log})') from None
     progress.say(f'{g.name}: MSI workload on {topo.name} in {time.monotonic() - start:.0f} s')

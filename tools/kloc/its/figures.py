@@ -18,6 +18,7 @@ decides them, and they are upper bounds of a real ITS's table traffic
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kloc.errors import KlocError
@@ -56,6 +57,8 @@ class ItsFigures:
     cmd: Reads                  # commands the ITS read from its queue meanwhile
     device_node: int | None = None  # the PCI device's NUMA node in the guest (-1: none)
     moved: int | None = None    # interrupts the guest moved in the window (2 commands each)
+    # False: the ITS has no node, and its_node is the node reads are local to
+    its_has_node: bool = True
 
     def per_interrupt(self, table: str) -> tuple[float, float]:
         """(local, remote) reads of table per interrupt."""
@@ -84,7 +87,9 @@ class ItsFigures:
 
     def to_json(self) -> dict[str, object]:
         per = {t: dict(zip(('local', 'remote'), self.per_interrupt(t))) for t in MSI_TABLES}
-        return {'topology': self.topology, 'its_node': self.its_node,
+        return {'topology': self.topology,
+                'its_node': self.its_node if self.its_has_node else None,
+                'local_to_node': self.its_node,
                 'requests': self.requests, 'interrupts': self.interrupts,
                 'guest_interrupts': self.guest_interrupts, 'devid': self.devid,
                 'device_node': self.device_node, 'moved_interrupts': self.moved,
@@ -92,6 +97,48 @@ class ItsFigures:
                 'remote_per_interrupt': self.remote, 'exact': self.exact,
                 'reads': {r.table: {'local': r.local, 'remote': r.remote}
                           for r in (*self.msi, self.cmd)}}
+
+
+@dataclass(frozen=True)
+class Boots:
+    """Several boots of one kernel on one topology. Each boot's counts are exact, but
+    where a kernel asks for no node, where a table lands can differ from boot to boot
+    (a small kmalloc() may return another node's slab object): the boots say whether
+    it did."""
+    boots: tuple[ItsFigures, ...]
+
+    @staticmethod
+    def shape(f: ItsFigures) -> tuple[tuple[float, float], ...]:
+        return tuple(f.per_interrupt(t) for t in MSI_TABLES) + ((f.cmd.local, f.cmd.remote),)
+
+    @property
+    def agree(self) -> bool:
+        return len({self.shape(f) for f in self.boots}) == 1
+
+    @property
+    def first(self) -> ItsFigures:
+        return self.boots[0]
+
+    @property
+    def remote(self) -> float:
+        """Remote reads per interrupt, the mean over the boots."""
+        return sum(f.remote for f in self.boots) / len(self.boots)
+
+    def remotes(self) -> str:
+        """Each boot's remote reads per interrupt, as 'r' when they agree, else
+        'r1, r2, ...'."""
+        if self.agree:
+            return f'{self.first.remote:.3g}'
+        return ', '.join(f'{f.remote:.3g}' for f in self.boots)
+
+    def cell(self, pairs: list[tuple[float, float]]) -> str:
+        """local/remote of each boot: once when they agree, else each distinct pair."""
+        seen = list(dict.fromkeys(pairs))
+        return ','.join(f'{loc:.3g}/{rem:.3g}' for loc, rem in seen)
+
+    def to_json(self) -> dict[str, object]:
+        return {'boots': [f.to_json() for f in self.boots], 'agree': self.agree,
+                'remote_per_interrupt_mean': self.remote}
 
 
 def _reads(w: Window, path: str, table: str) -> Reads:
@@ -104,8 +151,9 @@ def _reads(w: Window, path: str, table: str) -> Reads:
     return Reads(table, w.count(path, table, 0), w.count(path, table, 1))
 
 
-def figures(trace: ItsTrace, topology: str) -> ItsFigures:
-    """The one window of a finished trace, as ItsFigures (ItsFiguresError if not)."""
+def figures(trace: ItsTrace, topology: str, its_has_node: bool = True) -> ItsFigures:
+    """The one window of a finished trace, as ItsFigures (ItsFiguresError if not).
+    its_has_node False: the trace's its_node is only the node reads are local to."""
     if trace.unreadable:
         raise ItsFiguresError(f'{len(trace.unreadable)} trace lines did not parse, the '
                               f'first: {trace.unreadable[0]!r}')
@@ -128,12 +176,14 @@ def figures(trace: ItsTrace, topology: str) -> ItsFigures:
     return ItsFigures(topology, trace.its_node, requests, w.interrupts, guest_ints, devid,
                       tuple(_reads(w, 'msi', t) for t in MSI_TABLES),
                       _reads(w, 'cmd', 'cmd'), None if node is None else int(node),
-                      None if moved is None else int(moved))
+                      None if moved is None else int(moved), its_has_node)
 
 
 def lines(f: ItsFigures) -> list[str]:
     """The figures as report lines: per table, local and remote reads per interrupt."""
-    out = [f'ITS interrupt path on {f.topology} (ITS on node {f.its_node}): '
+    where = f'ITS on node {f.its_node}' if f.its_has_node else \
+        f'the ITS has no node: local is node {f.its_node}, the boot CPU\'s'
+    out = [f'ITS interrupt path on {f.topology} ({where}): '
            f'{f.interrupts} interrupts for {f.requests} requests '
            f'(the guest counted {f.guest_interrupts}); DeviceID {f.devid:#x}'
            + ('' if f.device_node is None else f' on node {f.device_node}'),
@@ -149,18 +199,24 @@ def lines(f: ItsFigures) -> list[str]:
     return out
 
 
-def side_by_side(topology: str, base: ItsFigures, patched: ItsFigures) -> list[str]:
+def side_by_side(topology: str, base: Boots, patched: Boots) -> list[str]:
     """Base against patched on one topology, local/remote reads per interrupt, in
-    72 columns."""
-    def pair(loc: float, rem: float) -> str:
-        return f'{loc:.3g}/{rem:.3g}'
-    rows = [(ABOUT[t], pair(*base.per_interrupt(t)), pair(*patched.per_interrupt(t)))
-            for t in MSI_TABLES]
-    rows += [('all tables', pair(base.local, base.remote),
-              pair(patched.local, patched.remote)),
-             ('commands read (the window, in all)', pair(base.cmd.local, base.cmd.remote),
-              pair(patched.cmd.local, patched.cmd.remote))]
-    return [f'  {topology} (ITS on node {base.its_node}): {base.interrupts} and '
-            f'{patched.interrupts} interrupts for {base.requests} requests',
-            f'    {"reads per interrupt, local/remote":<38} {"base":>9} {"patched":>9}'] + \
-        [f'    {label:<38} {b:>9} {p:>9}' for label, b, p in rows]
+    72 columns; where a side's boots differ, each distinct pair."""
+    def row(label: str, get: Callable[[ItsFigures], tuple[float, float]]) -> str:
+        b, p = (side.cell([get(f) for f in side.boots]) for side in (base, patched))
+        return f'    {label:<38} {b:>9} {p:>9}'
+    f0 = base.first
+    n = len(base.boots)
+    head = [f'  {topology} (ITS on node {f0.its_node}): {n} boot{"s" if n != 1 else ""} a '
+            f'side, {f0.requests} requests each',
+            f'    {"reads per interrupt, local/remote":<38} {"base":>9} {"patched":>9}']
+
+    def per(table: str) -> Callable[[ItsFigures], tuple[float, float]]:
+        return lambda f: f.per_interrupt(table)
+    rows = [row(ABOUT[t], per(t)) for t in MSI_TABLES]
+    rows.append(row('all tables', lambda f: (f.local, f.remote)))
+    rows.append(row('commands read (the window, in all)',
+                    lambda f: (f.cmd.local, f.cmd.remote)))
+    notes = [f'    the {name}\'s boots differ: remote reads per interrupt {side.remotes()}'
+             for name, side in (('base', base), ('patched', patched)) if not side.agree]
+    return head + rows + notes

@@ -9,7 +9,7 @@ from kloc.bench import tables
 from kloc.guests import guest
 from kloc.bench import counted as counted_runs
 from kloc.bench.metrics import Difference
-from kloc.its.figures import ItsFigures, side_by_side
+from kloc.its.figures import Boots, side_by_side
 from kloc.its.model import SEED_RATES, SEED_REQUEST_MS, Implied
 from kloc.kcidb.record import new_run_id
 from kloc.qemu import topology
@@ -100,11 +100,11 @@ def its_verdict(o: ReviewOutcome) -> str:
     parts = []
     for topo, sides in sorted(o.its.items()):
         b, p = sides.get('base'), sides.get('patched')
-        if not isinstance(b, ItsFigures) or not isinstance(p, ItsFigures):
+        if not isinstance(b, Boots) or not isinstance(p, Boots):
             parts.append(f'ITS on {topo}: no figures')
-        elif b.remote != p.remote:
-            parts.append(f'ITS remote reads per interrupt on {topo} {b.remote:.3g} -> '
-                         f'{p.remote:.3g}')
+        elif b.remotes() != p.remotes() or not (b.agree and p.agree):
+            parts.append(f'ITS remote reads per interrupt on {topo} {b.remotes()} -> '
+                         f'{p.remotes()}' + ('' if b.agree and p.agree else ' (by boot)'))
     if o.its and not parts:
         parts.append('ITS table reads per interrupt unchanged')
     return ''.join(f', {x}' for x in parts)
@@ -112,16 +112,18 @@ def its_verdict(o: ReviewOutcome) -> str:
 
 def _its_lines(o: ReviewOutcome, opts: ReviewOptions) -> list[str]:
     lines = ['ITS interrupt path: the MSI workload (tools/guest/its-msi.c,',
-             '  virtio-rng) in arm64 guests, one boot a side per topology. These are',
-             '  exact counts of QEMU\'s ITS model, which caches no translation: one',
-             '  boot decides them (no distribution to estimate), and they are upper',
-             '  bounds of a real ITS\'s table traffic.']
+             f'  virtio-rng) in arm64 guests, {opts.its_boots} boots a side per topology.',
+             '  Each boot\'s counts are exact (QEMU\'s ITS caches no translation, so',
+             '  they are upper bounds of a real ITS\'s table traffic). Where a kernel',
+             '  asks for no node, a table can land on another node from boot to',
+             '  boot: then each distinct local/remote pair is shown.']
     for topo, sides in sorted(o.its.items()):
         b, p = sides.get('base'), sides.get('patched')
-        if isinstance(b, ItsFigures) and isinstance(p, ItsFigures):
+        if isinstance(b, Boots) and isinstance(p, Boots):
             lines += side_by_side(topo, b, p)
-            lines += Implied(p.remote - b.remote, opts.its_penalty_ns).lines(
-                f'patched - base on {topo}')
+            means = '' if b.agree and p.agree else ' (means over the boots)'
+            what = f'patched - base on {topo}{means}'
+            lines += Implied(p.remote - b.remote, opts.its_penalty_ns).lines(what)
         else:
             for side, why in sides.items():
                 if isinstance(why, str):
@@ -194,7 +196,7 @@ def to_json(o: ReviewOutcome, opts: ReviewOptions,
         'its': None if not o.its else {
             'model': {'penalty_ns': opts.its_penalty_ns, 'seed_rates': list(SEED_RATES),
                       'seed_request_ms': SEED_REQUEST_MS},
-            'topologies': {t: {side: f.to_json() if isinstance(f, ItsFigures)
+            'topologies': {t: {side: f.to_json() if isinstance(f, Boots)
                                else {'failed': f} for side, f in sides.items()}
                            for t, sides in o.its.items()}},
         'verdict': overall(all_diffs(o), len(o.kunit_changes), opts.bench,

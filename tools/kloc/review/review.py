@@ -26,7 +26,7 @@ from kloc import progress
 from kloc.bench import counted as counted_runs, interleave, metrics
 from kloc.guests import guest, its_boot, msi
 from kloc.its import model
-from kloc.its.figures import ItsFigures
+from kloc.its.figures import Boots
 from kloc.kunitpy import runner
 from kloc.paths import dropped_edits_dir
 from kloc.qemu import topology
@@ -61,10 +61,11 @@ class ReviewOptions:
     runner: interleave.Runner = interleave.run  # the timed runs: here, or a LAVA lab
     # REVIEW_PACKAGE=1: review a patch that changes what judges it (integrity.py)
     review_package: bool = False
-    # The MSI workload in arm64 guests, one boot a side on each (its_boot.py): for a
+    # The MSI workload in arm64 guests, its_boots a side on each (its_boot.py): for a
     # patch to the ITS driver, or ARCH=arm64; ITS=0: none
     its_topologies: tuple[str, ...] = ()
     its_penalty_ns: float = model.PENALTY_NS  # ITS_REMOTE_NS=: the latency model's
+    its_boots: int = its_boot.BOOTS  # boots a side per ITS topology
 
 
 Statuses = dict[tuple[str, str], str]
@@ -100,7 +101,7 @@ class ReviewOutcome:
     # REVIEW_PACKAGE=1: what the patch changes of the package's tests (or KUnit)
     package: tuple[integrity.Touched, ...] = ()
     # topology -> side -> the ITS's reads per interrupt (one boot), or why there are none
-    its: dict[str, dict[str, ItsFigures | str]] = field(default_factory=dict)
+    its: dict[str, dict[str, Boots | str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -218,8 +219,8 @@ def its_topologies(patch: PatchInfo | None, arch: str, its: bool | str,
 
 
 def _its(base: Tree, patched: Tree, opts: ReviewOptions, outcome: ReviewOutcome) -> None:
-    """The MSI workload in arm64 guests of both kernels, one boot a side per topology:
-    exact counts of QEMU's ITS model, so one boot decides them."""
+    """The MSI workload in arm64 guests of both kernels, its_boots boots a side per
+    topology: each boot's counts are exact; the boots show whether placement varies."""
     out = opts.out / 'its'
     initrd = msi.initramfs('arm64', out)
     for label, tree in (('base', base), ('patched', patched)):
@@ -233,8 +234,9 @@ def _its(base: Tree, patched: Tree, opts: ReviewOptions, outcome: ReviewOutcome)
             continue
         for t in opts.its_topologies:
             try:
-                fig: ItsFigures | str = its_boot.run(g, initrd, topology.get(t), opts.timeout,
-                                                     out / label)
+                fig: Boots | str = Boots(tuple(
+                    its_boot.run(g, initrd, topology.get(t), opts.timeout,
+                                 out / label / f'boot-{k}') for k in range(opts.its_boots)))
             except guest.GuestError as e:
                 fig = str(e)
             outcome.its.setdefault(t, {})[label] = fig
