@@ -68,9 +68,10 @@ static int fail(const char *what)
 	return -1;
 }
 
-static int read_hex(const char *dir, const char *name, unsigned long *val)
+/* A sysfs attribute's first line into buf; 0, or -1 where it cannot be read. */
+static int read_attr(const char *dir, const char *name, char *buf, int size)
 {
-	char path[512], buf[32];
+	char path[600];
 	FILE *f;
 	int ok;
 
@@ -78,9 +79,16 @@ static int read_hex(const char *dir, const char *name, unsigned long *val)
 	f = fopen(path, "r");
 	if (!f)
 		return -1;
-	ok = !!fgets(buf, sizeof(buf), f);
+	ok = !!fgets(buf, size, f);
 	fclose(f);
-	if (!ok)
+	return ok ? 0 : -1;
+}
+
+static int read_hex(const char *dir, const char *name, unsigned long *val)
+{
+	char buf[32];
+
+	if (read_attr(dir, name, buf, sizeof(buf)))
 		return -1;
 	*val = strtoul(buf, NULL, 16);
 	return 0;
@@ -89,17 +97,9 @@ static int read_hex(const char *dir, const char *name, unsigned long *val)
 /* A decimal sysfs attribute; -1 where it cannot be read. */
 static long read_long(const char *dir, const char *name)
 {
-	char path[600], buf[32];
-	FILE *f;
-	int ok;
+	char buf[32];
 
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	ok = !!fgets(buf, sizeof(buf), f);
-	fclose(f);
-	return ok ? strtol(buf, NULL, 10) : -1;
+	return read_attr(dir, name, buf, sizeof(buf)) ? -1 : strtol(buf, NULL, 10);
 }
 
 /* The virtio-rng function (legacy 0x1005, modern 0x1044) and its MSI irqs. */

@@ -6,8 +6,8 @@ msi.py) boots on a topology with a virtio-rng PCI device, the topology's DTB
 (the ITS's numa-node-id), under TCG (with KVM the ITS would be the host
 kernel's, which QEMU cannot trace), with QEMU's trace events for the ITS and
 the UART written to a file; kloc.its=N runs the workload. The trace, read by
-kloc.its, gives the ITS's table reads per interrupt (its.figures). Exact
-counts: one boot decides them.
+kloc.its, gives the ITS's table reads per interrupt (its.figures): exact
+counts of that boot.
 """
 
 from __future__ import annotations

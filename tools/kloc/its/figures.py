@@ -10,9 +10,10 @@ does not hold exactly that (no window, two windows, an open one, lines that
 did not parse, reads it could not place, or a guest that counted other
 interrupts than the ITS translated).
 
-These are exact counts of QEMU's model, which caches nothing: one boot
-decides them, and they are upper bounds of a real ITS's table traffic
-(real ITSs cache translations).
+These are exact counts of QEMU's model, which caches nothing, and upper
+bounds of a real ITS's table traffic (real ITSs cache translations). Each
+boot's are exact; where a kernel asks for no node, where a table lands can
+change from boot to boot, so Boots holds several.
 """
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ class ReviewOutcome:
     dirty: list[str] = field(default_factory=list)
     # REVIEW_PACKAGE=1: what the patch changes of the package's tests (or KUnit)
     package: tuple[integrity.Touched, ...] = ()
-    # topology -> side -> the ITS's reads per interrupt (one boot), or why there are none
+    # topology -> side -> the ITS's reads per interrupt (its_boots boots), or why none
     its: dict[str, dict[str, Boots | str]] = field(default_factory=dict)
 
 
