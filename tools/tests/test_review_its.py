@@ -84,6 +84,7 @@ class Report(unittest.TestCase):
         self.assertRegex(text, r'ITS remote\s+reads per interrupt on arm64_2n_its1 0 -> 5')
         self.assertRegex(text, r'ITS on arm64_2n_its0:\s+no figures')
         self.assertIn('KUnit not run', text)
+        self.assertRegex(text, r'ITS remote\s+command\s+reads\s+on\s+arm64_2n_its1\s+0\s+->\s+4')
 
     def test_the_json(self) -> None:
         d = reporting.to_json(self.o, self.opts)
@@ -124,6 +125,8 @@ class Report(unittest.TestCase):
                          [('arm64_2n_its1', 'PASS')] * 2)
         change = [t for t in k['tests'] if t['path'] == 'its_msi.remote.change']
         self.assertEqual([(t['status'], t['number']['value']) for t in change], [('FAIL', 5)])
+        cmd = [t for t in k['tests'] if t['path'] == 'its_msi.cmd.remote.change']
+        self.assertEqual([(t['status'], t['number']['value']) for t in cmd], [('FAIL', 4)])
         remote = [t['number']['value'] for t in k['tests']
                   if t['path'] == 'its_msi.ite.remote']
         self.assertEqual(sorted(remote), [0, 2])      # base, patched: the first boots

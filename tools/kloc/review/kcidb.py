@@ -337,7 +337,18 @@ def _its_tests(o: ReviewOutcome, ids: _Ids, side: str, build: str) -> list[Recor
                 out.append(_test(ids, build, side, topo, f'its_msi.{table}.{where}', 'DONE',
                                  env, comment=f'{ABOUT[table]}: {where} reads per interrupt',
                                  number=number(value, ITS_UNIT)))
+        out.append(_test(ids, build, side, topo, 'its_msi.cmd.remote', 'DONE', env,
+                         comment=f'{ABOUT["cmd"]}: commands read remotely in the window',
+                         number=number(f.cmd.remote, 'commands')))
         if side == 'patched' and isinstance(base, Boots):
+            cmd_rose = max(x.cmd.remote for x in boots.boots) > \
+                max(x.cmd.remote for x in base.boots)
+            out.append(_test(ids, build, side, topo, 'its_msi.cmd.remote.change',
+                             'FAIL' if cmd_rose else 'PASS', env,
+                             comment='commands the ITS read remotely in the window, patched '
+                                     'against base (FAIL where a patched boot read more)',
+                             number=number(f.cmd.remote - base.first.cmd.remote,
+                                           'commands')))
             rose = max(x.remote for x in boots.boots) > max(x.remote for x in base.boots)
             out.append(_test(ids, build, side, topo, 'its_msi.remote.change',
                              'FAIL' if rose else 'PASS', env,

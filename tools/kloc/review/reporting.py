@@ -102,11 +102,16 @@ def its_verdict(o: ReviewOutcome) -> str:
         b, p = sides.get('base'), sides.get('patched')
         if not isinstance(b, Boots) or not isinstance(p, Boots):
             parts.append(f'ITS on {topo}: no figures')
-        elif b.remotes() != p.remotes() or not (b.agree and p.agree):
-            parts.append(f'ITS remote reads per interrupt on {topo} {b.remotes()} -> '
-                         f'{p.remotes()}' + ('' if b.agree and p.agree else ' (by boot)'))
+        else:
+            if b.remotes() != p.remotes() or not (b.agree and p.agree):
+                parts.append(f'ITS remote reads per interrupt on {topo} {b.remotes()} -> '
+                             f'{p.remotes()}' + ('' if b.agree and p.agree else ' (by boot)'))
+            cb, cp = (sorted({f.cmd.remote for f in x.boots}) for x in (b, p))
+            if cb != cp:
+                parts.append(f'ITS remote command reads on {topo} '
+                             f'{",".join(map(str, cb))} -> {",".join(map(str, cp))}')
     if o.its and not parts:
-        parts.append('ITS table reads per interrupt unchanged')
+        parts.append('ITS table and command reads unchanged')
     return ''.join(f', {x}' for x in parts)
 
 
