@@ -12,6 +12,7 @@ counts of that boot.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
@@ -46,8 +47,6 @@ DEVICE_NODE = 0
 ASYNC_PROBE = 'driver_async_probe=virtio_rng'
 # How much longer than a timed loopback boot the ITS boot may take (TCG always).
 SLOWDOWN = 4
-
-
 # Where the ITS has no node (arm64_2n_itsnone, arm64_1n), reads are local or
 # remote to this one: the boot CPU's, where Linux then allocates its tables.
 NO_ITS_NODE_REFERENCE = 0
@@ -81,9 +80,9 @@ def device_dtb(topo: Topology, out: Path) -> Path:
     pcie = [f'/{n}' for n in r.stdout.split() if n.startswith('pcie@')]
     if len(pcie) != 1:
         raise GuestError(f'{topo.name}: the DTB has {len(pcie)} pcie@ nodes, not one')
-    for cmd in (['fdtput', '-t', 'i', str(tmp), pcie[0], 'numa-node-id', str(DEVICE_NODE)],):
-        if subprocess.run(cmd, capture_output=True).returncode:
-            raise GuestError(f'{" ".join(cmd)} failed (make deps installs device-tree-compiler)')
+    cmd = ['fdtput', '-t', 'i', str(tmp), pcie[0], 'numa-node-id', str(DEVICE_NODE)]
+    if subprocess.run(cmd, capture_output=True).returncode:
+        raise GuestError(f'{" ".join(cmd)} failed (make deps installs device-tree-compiler)')
     tmp.rename(dest)
     return dest
 
@@ -113,7 +112,7 @@ def run(g: Guest, initrd: Path, topo: Topology, timeout: int, out: Path,
         text += f'\n[kloc: killed after {timeout * SLOWDOWN} s]\n'
     write_text(console, text)
     tail = '\n'.join(text.splitlines()[-25:])
-    if f'{msi.EXIT} 0' not in text:
+    if not re.search(rf'^{msi.EXIT} 0\r?$', text, re.MULTILINE):
         raise GuestError(f'{g.name} on {topo.name}: the MSI workload did not end well '
                          f'(console: {console})\n--- console tail ---\n{tail}')
     if not log.is_file():
