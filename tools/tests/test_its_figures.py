@@ -118,6 +118,11 @@ class Refusals(unittest.TestCase):
         self.refused(real() + ['gicv3_its_dte_read GICv3 ITS: Device Table read for '
                                'DeviceID 0xzz'], 'did not parse')
 
+    def test_every_unparsed_line_is_counted(self) -> None:
+        """The count is of all of them, not of the 20 kept as examples."""
+        bad = 'gicv3_its_cte_read GICv3 ITS: Collection Table read for ICID 0xzz'
+        self.refused(real() + [bad] * 25, '25 trace lines did not parse')
+
     def test_no_window(self) -> None:
         self.refused(without_console_line(without_console_line(real(), trace.BEGIN),
                                           trace.END), '0 windows')

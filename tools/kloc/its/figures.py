@@ -132,11 +132,6 @@ class Boots:
             return f'{self.first.remote:.3g}'
         return ', '.join(f'{f.remote:.3g}' for f in self.boots)
 
-    def cell(self, pairs: list[tuple[float, float]]) -> str:
-        """local/remote of each boot: once when they agree, else each distinct pair."""
-        seen = list(dict.fromkeys(pairs))
-        return ','.join(f'{loc:.3g}/{rem:.3g}' for loc, rem in seen)
-
     def to_json(self) -> dict[str, object]:
         return {'boots': [f.to_json() for f in self.boots], 'agree': self.agree,
                 'remote_per_interrupt_mean': self.remote}
@@ -155,8 +150,8 @@ def _reads(w: Window, path: str, table: str) -> Reads:
 def figures(trace: ItsTrace, topology: str, its_has_node: bool = True) -> ItsFigures:
     """The one window of a finished trace, as ItsFigures (ItsFiguresError if not).
     its_has_node False: the trace's its_node is only the node reads are local to."""
-    if trace.unreadable:
-        raise ItsFiguresError(f'{len(trace.unreadable)} trace lines did not parse, the '
+    if trace.unparsed:
+        raise ItsFiguresError(f'{trace.unparsed} trace lines did not parse, the '
                               f'first: {trace.unreadable[0]!r}')
     if trace.open_window:
         raise ItsFiguresError('the guest opened a window and never closed it (it '
@@ -200,11 +195,16 @@ def lines(f: ItsFigures) -> list[str]:
     return out
 
 
+def _pairs(pairs: list[tuple[float, float]]) -> str:
+    """Each boot's local/remote: once when they agree, else each distinct pair."""
+    return ','.join(f'{loc:.3g}/{rem:.3g}' for loc, rem in dict.fromkeys(pairs))
+
+
 def side_by_side(topology: str, base: Boots, patched: Boots) -> list[str]:
     """Base against patched on one topology, local/remote reads per interrupt, in
     72 columns; where a side's boots differ, each distinct pair."""
     def row(label: str, get: Callable[[ItsFigures], tuple[float, float]]) -> str:
-        b, p = (side.cell([get(f) for f in side.boots]) for side in (base, patched))
+        b, p = (_pairs([get(f) for f in side.boots]) for side in (base, patched))
         return f'    {label:<38} {b:>9} {p:>9}'
     f0 = base.first
     n = len(base.boots)

@@ -141,7 +141,8 @@ class ItsTrace:
         self.l2: dict[int, int] = {}            # level-1 index -> level-2 page
         self.console: list[str] = []            # whole lines
         self.windows: list[Window] = []
-        self.unreadable: list[str] = []         # event lines that did not parse
+        self.unreadable: list[str] = []         # the first event lines that did not parse
+        self.unparsed = 0                       # how many did not
         self._line = bytearray()
         self._open: Window | None = None
         self._path = ''                         # what the ITS is doing: 'msi' or 'cmd'
@@ -164,6 +165,7 @@ class ItsTrace:
         pattern, kinds = _PARSE[name]
         a = pattern.search(rest)
         if not a:
+            self.unparsed += 1
             if len(self.unreadable) < 20:
                 self.unreadable.append(line.rstrip()[:200])
             return
