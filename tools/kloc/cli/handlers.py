@@ -18,6 +18,7 @@ from kloc.mutants import mutants
 from kloc.its.model import check_penalty
 from kloc.qemu import arches, release, topology
 from kloc.review import fixcheck, workflow as review_workflow
+from kloc.review.review import its_asked
 from kloc.series import changes, install, mail, planning
 from kloc.series.treefiles import Faults
 from kloc.trees import archive, kernels
@@ -179,7 +180,7 @@ def run_compare(args: argparse.Namespace) -> int:
 def review(args: argparse.Namespace) -> int:
     patch = Path(args.patch) if args.patch else None
     review_workflow.check_what(patch, args.aa, args.bench, not args.no_kunit,
-                               args.its is True or args.arch == 'arm64')
+                               its_asked(args.its, args.arch))
     req = review_workflow.Request(
         tree=_tree(args), cache=cache_dir(), out=_out_dir(args), patch=patch, aa=args.aa,
         tag=args.tag,

@@ -9,7 +9,8 @@ HiSilicon D06, 0.02753 ms per request, vmstat showing 170K-200K interrupts
 a second, ~3.6% better with the patch):
 
 - each remote read costs PENALTY_NS more than a local one (ITS_REMOTE_NS=;
-  the default is a published two-socket Arm server figure, docs/review.md);
+  the default is an assumption: no published two-socket Arm server figure
+  could be read here, docs/review.md);
 - every read lies on its interrupt's critical path, one after another, and
   nothing caches them (QEMU's ITS caches nothing; a real ITS does, so these
   are upper bounds);
@@ -30,7 +31,7 @@ from kloc.errors import KlocError
 SEED_RATES = (170_000, 200_000)     # interrupts a second, vmstat's "in"
 SEED_REQUEST_MS = 0.02753           # ab's time per request (mean, concurrent), unpatched
 SEED_CLAIM = 0.036                  # the claimed improvement
-# Remote minus local DRAM latency on a two-socket Arm server, ns (docs/review.md).
+# Remote minus local DRAM latency, ns: assumed, not cited (docs/review.md says why).
 PENALTY_NS = 100.0
 
 

@@ -208,13 +208,18 @@ def run(base: Tree, patch: PatchInfo | None, opts: ReviewOptions, cache: Path,
 ITS_DRIVER = 'drivers/irqchip/irq-gic-v3-its.c'
 
 
+def its_asked(its: bool | str, arch: str) -> bool:
+    """Whether the MSI workload was asked for whatever the patch: ITS=1 or ARCH=arm64."""
+    return its is True or arch == 'arm64'
+
+
 def its_topologies(patch: PatchInfo | None, arch: str, its: bool | str,
                    topologies: tuple[str, ...]) -> tuple[str, ...]:
     """Where the review boots the MSI workload: the ITS topologies of TOPOLOGIES, for a
     patch to the ITS driver or ARCH=arm64; none with ITS=0 (its False)."""
     if its is False:
         return ()
-    wanted = its is True or arch == 'arm64' or (patch is not None and ITS_DRIVER in patch.files)
+    wanted = its_asked(its, arch) or (patch is not None and ITS_DRIVER in patch.files)
     return tuple(t.name for t in its_boot.topologies(topologies)) if wanted else ()
 
 

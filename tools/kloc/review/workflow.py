@@ -74,7 +74,7 @@ def check_what(patch: Path | None, aa: bool, bench: bool, kunit: bool,
 def check(req: Request) -> Prepared:
     """Every refusal, before anything is built or written: the combination of
     options, the patch as posted against the base, counted boots on this QEMU."""
-    check_what(req.patch, req.aa, req.bench, req.kunit, req.its is True or req.arch == 'arm64')
+    check_what(req.patch, req.aa, req.bench, req.kunit, review.its_asked(req.its, req.arch))
     metrics.check_counted(req.counted)
     patch = patch_input.load(req.patch) if req.patch else None
     topo = topology.get(req.bench_topology)
