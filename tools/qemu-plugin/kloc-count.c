@@ -58,8 +58,12 @@
  *   top=N               contended lines kept in the output per phase (20)
  *   pcs=N               PC pairs shown per line (at most 8; default 8)
  *   lines_max=N         contended lines tracked in all (100000, ~1 KiB
- *                       each with 4 vCPUs); more are
- *                       counted, not attributed ("lines_dropped")
+ *                       each with 4 vCPUs); the transfers on lines past
+ *                       them are counted, not attributed to a line
+ *                       ("transfers_dropped")
+ *   percpu=VADDR        the guest kernel's __per_cpu_offset[] (System.map,
+ *                       no KASLR): the register cross-check of the running
+ *                       vCPU (plugin API 4 on)
  *   mem=windows|always  memory callbacks only while a window is open
  *                       (windows, the default, QEMU 9.0 on), or on every
  *                       instruction all along (always, and before QEMU 9.0)
@@ -76,20 +80,25 @@
  * whole on the side of the marker it began on. A TB left early by a fault
  * counts whole.
  *
- * QEMU 10.0 translates for thread=single (and so for -icount) without
- * CF_PARALLEL, and then bakes the index of the vCPU that translates a TB
- * into it as a constant (gen_cpu_index(), "optimize when we run with a
- * single vcpu"), though the TB is shared by every vCPU. So:
- * - an inline scoreboard op multiplies that constant in place
- *   (gen_plugin_u64_ptr()): every use of the constant in the TB changes and
- *   the guest computes wrong (a 4-vCPU Linux fails its sha1 self-test, then
- *   panics). Inline adds are used only with one vCPU or with vCPUs in
- *   threads of their own (MTTCG, seen at vCPU init); counted boots, with
- *   -icount and 4 vCPUs, count by callback;
- * - every callback gets the translating vCPU's index, not the running one's:
- *   totals are exact, but the per-vCPU split (and with it node, caches,
- *   misses and transfers) follows who translated each TB. The plugin cannot
- *   see the running vCPU; QEMU 7.2, or thread=multi, passes the right one.
+ * Which vCPU ran it: QEMU 10.0 translates for thread=single (and so for
+ * -icount) without CF_PARALLEL, and then bakes the index of the vCPU that
+ * translates a TB into its callbacks as a constant (gen_cpu_index()),
+ * though every vCPU runs the TB. So the index a TB or instruction callback
+ * is given names the translator, not the vCPU running it. kloc-count does
+ * not use it: every callback asks QEMU's current_cpu (read on the thread
+ * running the callback, the vCPU QEMU's round-robin loop is running) and
+ * maps it to an index through qemu_get_cpu(). These are QEMU's internals,
+ * not its plugin API: looked up at load, and where they are missing the
+ * per-vCPU split is refused ("vcpu_index": "source": "none"), never
+ * guessed. A second, independent way checks the first inside windows:
+ * the guest kernel's per-CPU base (x86_64 gs_base or k_gs_base, arm64
+ * TPIDR_EL1), read through the register API at the start of each block,
+ * is one of __per_cpu_offset[] (percpu=, read from guest memory), whose
+ * position is the vCPU's; disagreements are counted. docs/counting.md
+ * says more. Inline scoreboard adds multiply the baked constant in place
+ * (gen_plugin_u64_ptr()) and corrupt the guest: they are used only with
+ * one vCPU or with vCPUs in threads of their own (MTTCG, seen at vCPU
+ * init); counted boots, with -icount and 4 vCPUs, count by callback.
  *
  * An access that crosses a page boundary is two: the bytes on each page are
  * looked up at that page's own physical address (the pages need not be
@@ -123,6 +132,7 @@
  * (thread=single) has no concurrency at all.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -132,6 +142,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -144,7 +155,7 @@
 #define KLOC_QEMU_HEADER "unknown"
 #endif
 
-#define KLOC_COUNT_VERSION "2.1"
+#define KLOC_COUNT_VERSION "3.0"
 #define MAX_VCPUS 16		/* holders are 16-bit masks */
 #define MAX_NODES 64
 #define MAX_SEGS 16
@@ -153,6 +164,21 @@
 #define PC_SLOTS 8
 #define RMW_LINES 4		/* lines one instruction's loads may touch */
 #define RELAXED __ATOMIC_RELAXED
+/*
+ * A window's epoch: bits 21..63 of a directory word. 2^43 - 1 windows are
+ * not reached (a window a microsecond for 101 days); past them every line
+ * state is cleared and the epochs start again (open_window()).
+ */
+#define EPOCH_SHIFT 21
+#define EPOCH_MAX ((1ULL << (64 - EPOCH_SHIFT)) - 1)
+
+/* Test hooks: fake-qemu builds the plugin with KLOC_TEST (tests/fake-qemu.c). */
+#ifdef KLOC_TEST
+void kloc_test_window_record(void);
+#define KLOC_TEST_HOOK() kloc_test_window_record()
+#else
+#define KLOC_TEST_HOOK() do { } while (0)
+#endif
 
 /* Scoreboards came with plugin API 2 (QEMU 9.0); resets tried on QEMU 10.0 (API 4). */
 #if QEMU_PLUGIN_VERSION >= 2
@@ -195,7 +221,7 @@ struct vcpu {
 	pthread_t thread;
 	bool seen;
 	struct way *ways;	/* sets * assoc */
-	uint32_t cache_epoch;	/* the window its cache holds lines of */
+	uint64_t cache_epoch;	/* atomic; the window its cache holds lines of */
 	uint64_t clock;		/* LRU stamps */
 	/* the lines the last instruction loaded, for its stores (one RMW) */
 	uint64_t rmw_pc;
@@ -208,6 +234,7 @@ struct vcpu {
 	uint64_t last_key;	/* the contended line this vCPU touched last */
 	struct hot_line *last_hot;
 	pthread_mutex_t touched_lock;
+	uint64_t touched_epoch;	/* the window touched lists the lines of */
 	uint64_t *touched;	/* segment << 56 | line: its win_lines of this window */
 	size_t ntouched, touched_max;
 } __attribute__((aligned(64)));
@@ -215,8 +242,8 @@ struct vcpu {
 /* One line as one vCPU used it in the window: for the contended accesses. */
 struct win_line {
 	uint64_t load_bytes, store_bytes;
-	uint32_t loads, stores;
-	uint32_t epoch;		/* the window's; another: all zero */
+	uint64_t loads, stores;
+	uint64_t epoch;		/* the window's; another: all zero */
 };
 
 struct seg {			/* one RAM range, with its directory */
@@ -255,7 +282,7 @@ static const char *target;
 static int api_min, api_cur;
 static char *out_path;
 static unsigned int top_n = 20, pcs_n = PC_SLOTS;
-static uint64_t lines_max = 100000, lines_held, lines_dropped;
+static uint64_t lines_max = 100000, lines_held, transfers_dropped;
 
 /* The cache model's parameters */
 static uint64_t cache_bytes = 1U << 20;
@@ -274,12 +301,13 @@ static int cpu_node[MAX_VCPUS];
 static size_t table_bytes;
 
 static int active_phase = -1;	/* atomic */
-static uint32_t epoch = 1;	/* atomic; line states of another epoch are invalid */
+static uint64_t epoch = 1;	/* atomic; line states of another epoch are invalid */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static GHashTable *hot;		/* key -> struct hot_line */
 static uint64_t windows[KLOC_MARK_PHASE_COUNT];
 static uint64_t bad_markers, unmatched_ends, nested_starts;
 static bool mem_always;		/* mem=always: memory callbacks outside windows too */
+static uint64_t win_base;	/* a window record's first count: 0, but in tests */
 
 #if KLOC_INLINE
 struct totals {			/* a vCPU's scoreboard entry */
@@ -305,6 +333,199 @@ static void plugin_err(const char *fmt, ...)
 	fputc('\n', stderr);
 	va_end(ap);
 }
+
+/*
+ * The running vCPU, from QEMU's current_cpu (see the top of the file).
+ * cpu_states[i] is qemu_get_cpu(i): learnt at vCPU init, and again when a
+ * callback finds a CPU it does not know. current_cpu is thread-local:
+ * resolved on each thread that runs callbacks, for that thread's copy.
+ */
+static void *(*qemu_get_cpu_fn)(int index);
+static void *cpu_states[MAX_VCPUS];	/* atomic */
+static __thread void **current_cpu_slot;
+static uint64_t index_unresolved;	/* atomic: callbacks whose vCPU was not found */
+static uint64_t index_wrong;		/* atomic: callbacks given another vCPU's index */
+static uint64_t index_callbacks;	/* atomic: callbacks that asked */
+
+static void learn_cpus(void)
+{
+	for (int i = 0; i < nvcpus; i++)
+		__atomic_store_n(&cpu_states[i], qemu_get_cpu_fn(i), RELAXED);
+}
+
+/* The index of the vCPU running this callback; passed: the one QEMU gave it. */
+static unsigned int running_vcpu(unsigned int passed)
+{
+	void *cpu;
+
+	if (!qemu_get_cpu_fn)
+		return passed;
+	__atomic_fetch_add(&index_callbacks, 1, RELAXED);
+	if (!current_cpu_slot)
+		current_cpu_slot = dlsym(RTLD_DEFAULT, "current_cpu");
+	if (current_cpu_slot) {
+		cpu = *current_cpu_slot;
+		for (int pass = 0; cpu && pass < 2; pass++) {
+			for (int i = 0; i < nvcpus; i++) {
+				if (__atomic_load_n(&cpu_states[i], RELAXED) != cpu)
+					continue;
+				if ((unsigned int)i != passed)
+					__atomic_fetch_add(&index_wrong, 1, RELAXED);
+				return (unsigned int)i;
+			}
+			if (!pass)
+				learn_cpus();
+		}
+	}
+	__atomic_fetch_add(&index_unresolved, 1, RELAXED);
+	return passed < (unsigned int)nvcpus ? passed : 0;
+}
+
+/* At load: QEMU's running-vCPU pointer, and its index lookup, or a refusal. */
+static void find_current_cpu(void)
+{
+	void *get = dlsym(RTLD_DEFAULT, "qemu_get_cpu");
+
+	if (get && dlsym(RTLD_DEFAULT, "current_cpu")) {
+		qemu_get_cpu_fn = (void *(*)(int))get;
+		return;
+	}
+	if (nvcpus > 1)
+		plugin_err("this QEMU exports no %s: with vCPUs sharing a thread the per-vCPU figures are refused, not guessed",
+			   get ? "current_cpu" : "qemu_get_cpu");
+}
+
+/*
+ * The cross-check (plugin API 4 on): the guest's per-CPU base register at
+ * the start of each block inside a window, looked up in the guest's
+ * __per_cpu_offset[] (percpu=), whose position is the running vCPU's.
+ */
+#if QEMU_PLUGIN_VERSION >= 4
+#define KLOC_REGCHECK 1
+#else
+#define KLOC_REGCHECK 0
+#endif
+
+static uint64_t percpu_addr;	/* percpu=; 0: no cross-check */
+static bool percpu_read;	/* atomic; percpu_base holds the guest's */
+static const char *base_reg_names[2];
+static uint64_t check_blocks, check_agree, check_disagree, check_unmapped,
+		check_pending;	/* atomic */
+
+#if KLOC_REGCHECK
+static uint64_t percpu_base[MAX_VCPUS];
+static int base_regs_state;	/* atomic; 0: not looked for, 1: found, -1: none */
+static struct qemu_plugin_register *base_regs[2];
+static __thread GByteArray *reg_buf;
+static pthread_mutex_t check_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The registers that hold the guest's per-CPU base: x86_64 two, arm64 one. */
+static bool find_base_regs(void)
+{
+	static const char * const x86[] = { "gs_base", "k_gs_base" };
+	static const char * const a64[] = { "TPIDR_EL1", NULL };
+	const char * const *want = target[0] == 'x' ? x86 : a64;
+	int state = __atomic_load_n(&base_regs_state, __ATOMIC_ACQUIRE);
+	GArray *regs;
+
+	if (state)
+		return state > 0;
+	pthread_mutex_lock(&check_lock);
+	if (!base_regs_state) {
+		regs = qemu_plugin_get_registers();
+		for (int k = 0; k < 2 && want[k]; k++) {
+			for (guint i = 0; regs && i < regs->len; i++) {
+				qemu_plugin_reg_descriptor *d =
+					&g_array_index(regs, qemu_plugin_reg_descriptor, i);
+
+				if (!strcasecmp(d->name, want[k])) {
+					base_regs[k] = d->handle;
+					base_reg_names[k] = want[k];
+				}
+			}
+		}
+		if (regs)
+			g_array_free(regs, TRUE);
+		__atomic_store_n(&base_regs_state, base_regs[0] ? 1 : -1, __ATOMIC_RELEASE);
+		if (!base_regs[0])
+			plugin_err("no %s register in this QEMU: no register cross-check of the running vCPU",
+				   want[0]);
+	}
+	pthread_mutex_unlock(&check_lock);
+	return base_regs[0];
+}
+
+static bool read_u64_reg(struct qemu_plugin_register *reg, uint64_t *val)
+{
+	if (!reg_buf)
+		reg_buf = g_byte_array_sized_new(64);
+	g_byte_array_set_size(reg_buf, 0);
+	if (qemu_plugin_read_register(reg, reg_buf) != 8 || reg_buf->len != 8)
+		return false;
+	memcpy(val, reg_buf->data, 8);	/* the guest's byte order: little-endian */
+	return true;
+}
+
+/* __per_cpu_offset[], once the running vCPU's page tables map it. */
+static bool read_percpu(void)
+{
+	GByteArray *b;
+	bool ok;
+
+	if (__atomic_load_n(&percpu_read, __ATOMIC_ACQUIRE))
+		return true;
+	b = g_byte_array_sized_new(8 * (guint)nvcpus);
+	ok = qemu_plugin_read_memory_vaddr(percpu_addr, b, 8 * (size_t)nvcpus) &&
+	     b->len == 8 * (guint)nvcpus;
+	if (ok) {
+		pthread_mutex_lock(&check_lock);
+		memcpy(percpu_base, b->data, 8 * (size_t)nvcpus);
+		__atomic_store_n(&percpu_read, true, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&check_lock);
+	}
+	g_byte_array_free(b, TRUE);
+	return ok;
+}
+
+static int vcpu_of_base(uint64_t base)
+{
+	for (int i = 0; i < nvcpus; i++)
+		if (percpu_base[i] == base)
+			return i;
+	return -1;
+}
+
+/* udata: as tb_exec's. At the start of a block inside a window. */
+static void tb_check(unsigned int vcpu_index, void *udata)
+{
+	unsigned int vi;
+	uint64_t base;
+
+	(void)udata;
+	if (__atomic_load_n(&active_phase, RELAXED) < 0)
+		return;
+	vi = running_vcpu(vcpu_index);
+	__atomic_fetch_add(&check_blocks, 1, RELAXED);
+	if (!find_base_regs() || !read_percpu()) {
+		__atomic_fetch_add(&check_pending, 1, RELAXED);
+		return;
+	}
+	/* x86_64 in user mode (and at kernel entry before swapgs): k_gs_base */
+	for (int k = 0; k < 2 && base_regs[k]; k++) {
+		int i;
+
+		if (!read_u64_reg(base_regs[k], &base))
+			continue;
+		i = vcpu_of_base(base);
+		if (i < 0)
+			continue;
+		__atomic_fetch_add((unsigned int)i == vi ? &check_agree : &check_disagree, 1,
+				   RELAXED);
+		return;
+	}
+	__atomic_fetch_add(&check_unmapped, 1, RELAXED);
+}
+#endif /* KLOC_REGCHECK */
 
 /* Markers: x86_64 nopl disp32(%rax), arm64 movz xzr, #imm16, lsl #48. */
 static bool marker_payload(struct qemu_plugin_insn *insn, uint32_t *payload)
@@ -356,7 +577,7 @@ static bool bad_marker(unsigned int kind, unsigned int phase)
 /* udata: the TB's instructions << 1 | kernel. */
 static void tb_exec(unsigned int vcpu_index, void *udata)
 {
-	struct vcpu *v = &vcpus[vcpu_index];
+	struct vcpu *v = &vcpus[running_vcpu(vcpu_index)];
 	uintptr_t u = (uintptr_t)udata;
 	uint64_t *total = &v->insns[u & 1];
 
@@ -377,6 +598,9 @@ static void vcpu_init(qemu_plugin_id_t id, unsigned int vcpu_index)
 	pthread_t self = pthread_self();
 
 	(void)id;
+	if (qemu_get_cpu_fn && (int)vcpu_index < nvcpus)
+		__atomic_store_n(&cpu_states[vcpu_index], qemu_get_cpu_fn((int)vcpu_index),
+				 RELAXED);
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < nvcpus; i++) {
 		if (vcpus[i].seen && !pthread_equal(vcpus[i].thread, self))
@@ -463,21 +687,38 @@ static void add_window(int phase, uint64_t (*snap)[2])
 	}
 }
 
+/*
+ * Past EPOCH_MAX windows: every directory word and window record zeroed
+ * (states of epoch 0, which no window has), and every cache marked as of
+ * epoch 0, so that it empties itself at its next access. Under MTTCG an
+ * access in flight may land in the old state: one access, once in 2^43
+ * windows.
+ */
+static void clear_epochs(void)
+{
+	for (int i = 0; i < nsegs; i++) {
+		madvise(segs[i].lines, segs[i].nlines * sizeof(uint64_t), MADV_DONTNEED);
+		for (int v = 0; v < nvcpus; v++)
+			madvise(segs[i].win[v], segs[i].nlines * sizeof(struct win_line),
+				MADV_DONTNEED);
+	}
+	for (int v = 0; v < nvcpus; v++)
+		__atomic_store_n(&vcpus[v].cache_epoch, 0, RELAXED);
+}
+
 /* Called under the lock: a new window, every line invalid in every vCPU. */
 static void open_window(int phase, uint64_t (*snap)[2])
 {
-	uint32_t e = __atomic_load_n(&epoch, __ATOMIC_RELAXED);
+	uint64_t e = __atomic_load_n(&epoch, __ATOMIC_RELAXED);
 
-	e = (e + 1) & 0xffffff;
-	__atomic_store_n(&epoch, e ? e : 1, __ATOMIC_RELAXED);
-	windows[phase]++;
-	for (int i = 0; i < nvcpus; i++) {
-		memcpy(vcpus[i].start, snap[i], sizeof(vcpus[i].start));
-		/* what an access in flight as the last window closed left (MTTCG) */
-		pthread_mutex_lock(&vcpus[i].touched_lock);
-		vcpus[i].ntouched = 0;
-		pthread_mutex_unlock(&vcpus[i].touched_lock);
+	if (e >= EPOCH_MAX) {
+		clear_epochs();
+		e = 0;
 	}
+	__atomic_store_n(&epoch, e + 1, __ATOMIC_RELAXED);
+	windows[phase]++;
+	for (int i = 0; i < nvcpus; i++)
+		memcpy(vcpus[i].start, snap[i], sizeof(vcpus[i].start));
 	__atomic_store_n(&active_phase, phase, __ATOMIC_RELAXED);
 }
 
@@ -533,6 +774,7 @@ static void marker_exec(unsigned int vcpu_index, void *udata)
 
 	if (bad_marker(kind, phase))
 		return;
+	vcpu_index = running_vcpu(vcpu_index);
 	pthread_mutex_lock(&lock);
 	open = __atomic_load_n(&active_phase, __ATOMIC_RELAXED);
 	if (kind == KLOC_MARK_KIND_START && open == (int)phase) {
@@ -587,19 +829,21 @@ static uint64_t *dir_word(uint64_t lg, struct seg **sp)
 }
 
 /*
- * A directory word: bits 0..15 the vCPUs holding the line, 32..36 the vCPU
- * holding it modified, plus one (0: none), 40..63 the window's epoch
+ * A directory word: bits 0..15 the vCPUs holding the line, 16..20 the vCPU
+ * holding it modified, plus one (0: none), 21..63 the window's epoch
  * (another epoch: nobody holds it).
  */
 static uint64_t dir_pack(uint32_t holders, unsigned int owner, uint64_t e)
 {
-	return holders | (uint64_t)owner << 32 | e << 40;
+	return holders | (uint64_t)owner << 16 | e << EPOCH_SHIFT;
 }
 
 static void dir_unpack(uint64_t w, uint64_t e, uint32_t *holders, unsigned int *owner)
 {
-	*holders = w >> 40 == e ? w & 0xffff : 0;
-	*owner = w >> 40 == e ? (w >> 32) & 0x1f : 0;
+	bool now = w >> EPOCH_SHIFT == e;
+
+	*holders = now ? w & 0xffff : 0;
+	*owner = now ? (w >> 16) & 0x1f : 0;
 }
 
 /*
@@ -698,13 +942,13 @@ static struct way *cache_find(struct vcpu *v, uint64_t line)
 /* Called by v's own thread: its cache as the window's epoch wants it. */
 static void cache_epoch(struct vcpu *v)
 {
-	uint32_t e = __atomic_load_n(&epoch, RELAXED);
+	uint64_t e = __atomic_load_n(&epoch, RELAXED);
 
-	if (v->cache_epoch == e)
+	if (__atomic_load_n(&v->cache_epoch, RELAXED) == e)
 		return;
 	for (uint64_t i = 0; i < nsets * assoc; i++)
 		__atomic_store_n(&v->ways[i].tag, 0, RELAXED);
-	v->cache_epoch = e;
+	__atomic_store_n(&v->cache_epoch, e, RELAXED);
 }
 
 /* Bring line into v's cache: into w if it still has the tag, else the LRU way. */
@@ -887,7 +1131,7 @@ static void line_event(struct vcpu *v, int phase, uint64_t lg, uint64_t vaddr, i
 	    g_hash_table_lookup(hot, &key);
 	if (!h) {
 		if (lines_held >= lines_max) {
-			lines_dropped++;
+			transfers_dropped++;
 			pthread_mutex_unlock(&lock);
 			return;
 		}
@@ -963,20 +1207,33 @@ static void win_access(struct vcpu *v, unsigned int vi, struct seg *s, size_t id
 		       uint64_t bytes, bool store, bool rmw)
 {
 	struct win_line *w = &s->win[vi][idx];
-	uint32_t e = __atomic_load_n(&epoch, RELAXED);
+	uint64_t e = __atomic_load_n(&epoch, RELAXED);
 
 	if (__atomic_load_n(&w->epoch, RELAXED) != e) {
 		__atomic_store_n(&w->load_bytes, 0, RELAXED);
 		__atomic_store_n(&w->store_bytes, 0, RELAXED);
-		__atomic_store_n(&w->loads, 0, RELAXED);
+		__atomic_store_n(&w->loads, win_base, RELAXED);
 		__atomic_store_n(&w->stores, 0, RELAXED);
 		__atomic_store_n(&w->epoch, e, RELAXED);
+		KLOC_TEST_HOOK();
+		/*
+		 * Listed under the lock, and only if the window is still e's (under
+		 * MTTCG one may have opened meanwhile: the record is then stale,
+		 * and the next access lists it in the new window, once).
+		 */
 		pthread_mutex_lock(&v->touched_lock);
-		if (v->ntouched == v->touched_max) {
-			v->touched_max = v->touched_max ? 2 * v->touched_max : 4096;
-			v->touched = g_realloc(v->touched, v->touched_max * sizeof(uint64_t));
+		if (v->touched_epoch != e) {
+			v->touched_epoch = e;
+			v->ntouched = 0;
 		}
-		v->touched[v->ntouched++] = (uint64_t)(s - segs) << 56 | idx;
+		if (__atomic_load_n(&epoch, RELAXED) == e) {
+			if (v->ntouched == v->touched_max) {
+				v->touched_max = v->touched_max ? 2 * v->touched_max : 4096;
+				v->touched = g_realloc(v->touched,
+						       v->touched_max * sizeof(uint64_t));
+			}
+			v->touched[v->ntouched++] = (uint64_t)(s - segs) << 56 | idx;
+		}
 		pthread_mutex_unlock(&v->touched_lock);
 	}
 	if (store) {
@@ -1007,13 +1264,15 @@ static void win_access(struct vcpu *v, unsigned int vi, struct seg *s, size_t id
  */
 static void add_contention(int phase)
 {
-	uint32_t e = __atomic_load_n(&epoch, RELAXED);
+	uint64_t e = __atomic_load_n(&epoch, RELAXED);
 
 	for (int x = 0; x < nvcpus; x++) {
 		struct vcpu *v = &vcpus[x];
 		struct counts *c = &v->ph[phase];
 
 		pthread_mutex_lock(&v->touched_lock);
+		if (v->touched_epoch != e)
+			v->ntouched = 0;	/* it touched nothing in this window */
 		for (size_t t = 0; t < v->ntouched; t++) {
 			struct seg *s = &segs[v->touched[t] >> 56];
 			size_t idx = v->touched[t] & ((1ULL << 56) - 1);
@@ -1177,6 +1436,7 @@ static void vcpu_mem(unsigned int vcpu_index, qemu_plugin_meminfo_t info,
 
 	if (p < 0)
 		return;
+	vcpu_index = running_vcpu(vcpu_index);
 	v = &vcpus[vcpu_index];
 	c = &v->ph[p];
 	store = qemu_plugin_mem_is_store(info);
@@ -1232,6 +1492,11 @@ static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 	if (!count_inline(tb, n, kernel))
 		qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_exec, QEMU_PLUGIN_CB_NO_REGS,
 						     (void *)(uintptr_t)(n << 1 | kernel));
+#if KLOC_REGCHECK
+	if (mem && percpu_addr)
+		qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_check, QEMU_PLUGIN_CB_R_REGS,
+						     (void *)(uintptr_t)(n << 1 | kernel));
+#endif
 	for (size_t i = 0; i < n; i++) {
 		struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
 		uint32_t payload;
@@ -1413,6 +1678,44 @@ static int vcpu_threads(void)
 	return n;
 }
 
+/*
+ * Where the vCPU index of every callback came from: QEMU's current_cpu, or
+ * the index QEMU passed, where that is the running vCPU's (one vCPU, a
+ * thread each, or QEMU before plugin API 4); else none: the per-vCPU split
+ * is not measured.
+ */
+static const char *index_source(void)
+{
+	if (qemu_get_cpu_fn && !__atomic_load_n(&index_unresolved, RELAXED))
+		return "current_cpu";
+	if (nvcpus == 1 || vcpu_threads() == nvcpus || api_cur < 4)
+		return "callback";
+	return "none";
+}
+
+static void write_index(FILE *f)
+{
+	fputs(", \"vcpu_index\": {\"source\": ", f);
+	json_str(f, index_source());
+	fprintf(f, ", \"callbacks\": %" PRIu64 ", \"callback_index_wrong\": %" PRIu64
+		", \"unresolved\": %" PRIu64 ", \"check\": ", index_callbacks, index_wrong,
+		index_unresolved);
+	if (!percpu_addr || !KLOC_REGCHECK) {
+		fputs("null}", f);
+		return;
+	}
+	fputs("{\"registers\": [", f);
+	for (int k = 0; k < 2 && base_reg_names[k]; k++) {
+		fputs(k ? ", " : "", f);
+		json_str(f, base_reg_names[k]);
+	}
+	fprintf(f, "], \"percpu\": \"0x%" PRIx64 "\", \"percpu_read\": %s, \"blocks\": %"
+		PRIu64 ", \"agree\": %" PRIu64 ", \"disagree\": %" PRIu64 ", \"unmapped\": %"
+		PRIu64 ", \"pending\": %" PRIu64 "}}", percpu_addr,
+		percpu_read ? "true" : "false", check_blocks, check_agree, check_disagree,
+		check_unmapped, check_pending);
+}
+
 static void write_json(FILE *f)
 {
 	int open = __atomic_load_n(&active_phase, __ATOMIC_RELAXED);
@@ -1426,6 +1729,7 @@ static void write_json(FILE *f)
 		QEMU_PLUGIN_VERSION, api_min, api_cur);
 	fputs(", \"target\": ", f);
 	json_str(f, target);
+	write_index(f);
 	fprintf(f, ", \"vcpus\": %d, \"vcpu_threads\": %d, \"line_bytes\": %u"
 		", \"cache\": {\"bytes\": %" PRIu64 ", \"assoc\": %u, \"sets\": %" PRIu64
 		", \"coherence\": %s}, \"count\": \"%s\", \"line_table_bytes\": %zu"
@@ -1443,8 +1747,8 @@ static void write_json(FILE *f)
 		fprintf(f, "%d", open);
 	else
 		fputs("null", f);
-	fprintf(f, ", \"lines_max\": %" PRIu64 ", \"lines_dropped\": %" PRIu64
-		", \"phases\": [", lines_max, lines_dropped);
+	fprintf(f, ", \"lines_max\": %" PRIu64 ", \"transfers_dropped\": %" PRIu64
+		", \"phases\": [", lines_max, transfers_dropped);
 	for (int p = 0; p < (int)KLOC_MARK_PHASE_COUNT; p++) {
 		if (!windows[p])
 			continue;
@@ -1493,11 +1797,10 @@ static void at_exit(qemu_plugin_id_t id, void *udata)
 
 	(void)id;
 	(void)udata;
-#if QEMU_PLUGIN_VERSION >= 4
-	if (nvcpus > 1 && !__atomic_load_n(&parallel, __ATOMIC_RELAXED))
-		plugin_err("%d vCPUs in one thread: QEMU 10 gave callbacks the index of the vCPU that translated a block, not of the one running it; totals are exact, the split by vCPU is not",
-			   nvcpus);
-#endif
+	if (!strcmp(index_source(), "none"))
+		plugin_err("%d vCPUs in one thread, and QEMU's running vCPU not found in %" PRIu64
+			   " callbacks: totals are exact, the split by vCPU is refused",
+			   nvcpus, index_unresolved);
 	pthread_mutex_lock(&lock);
 	if (open >= 0) {	/* a window still open has what ran so far */
 		snapshot(snap, 0, false, 0);
@@ -1679,6 +1982,11 @@ static int parse_args(int argc, char **argv)
 				coherence = !strcmp(val, yes);
 			else
 				count_all = !strcmp(val, yes);
+		} else if (!strcmp(argv[i], "percpu")) {
+			if (!parse_u64(val, &percpu_addr, &e) || *e || !percpu_addr) {
+				plugin_err("percpu=%s: want the address of __per_cpu_offset", val);
+				return -1;
+			}
 		} else if (!strcmp(argv[i], "mem")) {
 			if (strcmp(val, "windows") && strcmp(val, "always")) {
 				plugin_err("mem=%s: want mem=windows or mem=always", val);
@@ -1698,7 +2006,7 @@ static int parse_args(int argc, char **argv)
 			else
 				lines_max = n;
 		} else {
-			plugin_err("unknown argument \"%s\"; known: out, node, cpus, ram, cache, assoc, line, coherence, count, mem, top, pcs, lines_max",
+			plugin_err("unknown argument \"%s\"; known: out, node, cpus, ram, cache, assoc, line, coherence, count, percpu, mem, top, pcs, lines_max",
 				   argv[i]);
 			return -1;
 		}
@@ -1806,6 +2114,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
 		cpu_node[i] = -1;
 	if (parse_args(argc, argv) || make_segments())
 		return -1;
+	find_current_cpu();
 	for (int i = 0; i < nvcpus; i++) {
 		if (cpu_node[i] < 0) {
 			plugin_err("vCPU %d has no node: give cpus=A-B:N for every vCPU", i);
@@ -1839,3 +2148,25 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
 	register_callbacks(id);
 	return 0;
 }
+
+#ifdef KLOC_TEST
+/* For tests/fake-qemu.c: start values no test could reach, and markers mid-access. */
+void kloc_test_set_epoch(uint64_t e);
+void kloc_test_set_win_base(uint64_t n);
+void kloc_test_marker(unsigned int vcpu_index, unsigned int kind, unsigned int phase);
+
+void kloc_test_set_epoch(uint64_t e)
+{
+	__atomic_store_n(&epoch, e, RELAXED);
+}
+
+void kloc_test_set_win_base(uint64_t n)
+{
+	win_base = n;
+}
+
+void kloc_test_marker(unsigned int vcpu_index, unsigned int kind, unsigned int phase)
+{
+	marker_exec(vcpu_index, (void *)(uintptr_t)KLOC_MARK_PAYLOAD(kind, phase));
+}
+#endif

@@ -287,12 +287,15 @@ class Arguments(unittest.TestCase):
 
 OUTPUT = {
     'plugin': 'kloc-count', 'version': PLUGIN_VERSION, 'qemu_header': '1:7.2+dfsg-7+deb12u18',
-    'api': {'built': 1, 'qemu_min': 0, 'qemu_cur': 1}, 'target': 'x86_64', 'vcpus': 2,
+    'api': {'built': 1, 'qemu_min': 0, 'qemu_cur': 1}, 'target': 'x86_64',
+    'vcpu_index': {'source': 'current_cpu', 'callbacks': 90, 'callback_index_wrong': 30,
+                   'unresolved': 0, 'check': None},
+    'vcpus': 2,
     'vcpu_threads': 1, 'line_bytes': 64, 'line_table_bytes': 16777216, 'segments': [],
     'cache': {'bytes': 1048576, 'assoc': 16, 'sets': 1024, 'coherence': True},
     'count': 'windows',
     'markers': {'bad': 0, 'unmatched_ends': 0, 'nested_starts': 0}, 'open_phase': None,
-    'lines_max': 100000, 'lines_dropped': 0,
+    'lines_max': 100000, 'transfers_dropped': 0,
     'phases': [{'phase': 3, 'windows': 1, 'contended_lines': 1, 'vcpus': [
         {'vcpu': 0, 'node': 0, 'insns_user': 10, 'insns_kernel': 5, 'loads': 4, 'stores': 2,
          'local': 3, 'remote': 1, 'io': 1, 'unmapped': 1, 'misses_local': 2,
@@ -345,10 +348,13 @@ class Output(unittest.TestCase):
             parse_counts(json.dumps({'plugin': 'kloc-count', 'version': PLUGIN_VERSION}))
         with self.assertRaisesRegex(CountingError, 'written by kloc-count 1.1'):
             parse_counts(json.dumps(dict(OUTPUT, version='1.1')))
-        # a later 2.x that adds a field: read, the field left alone; one that lacks
+        # counted before the running vCPU was learnt (2.x): refused
+        with self.assertRaisesRegex(CountingError, 'written by kloc-count 2.1'):
+            parse_counts(json.dumps(dict(OUTPUT, version='2.1')))
+        # a later 3.x that adds a field: read, the field left alone; one that lacks
         # a field is refused, naming it
         later: dict[str, Any] = json.loads(json.dumps(OUTPUT))
-        later['version'] = '2.9'
+        later['version'] = '3.9'
         for v in later['phases'][0]['vcpus']:
             v['prefetches'] = 7
         self.assertEqual(parse_counts(json.dumps(later)).phase(3).total('misses'), 4)
@@ -374,7 +380,8 @@ class Output(unittest.TestCase):
             ('3 bad markers', lambda d: d['markers'].update(bad=3)),
             ('1 end markers without', lambda d: d['markers'].update(unmatched_ends=1)),
             ('1 start markers inside', lambda d: d['markers'].update(nested_starts=1)),
-            ('5 contended lines not tracked', lambda d: d.update(lines_dropped=5)),
+            ('5 transfers on contended lines past lines_max',
+             lambda d: d.update(transfers_dropped=5)),
             ('windows per phase', lambda d: d['phases'][1].update(windows=2)),
             ('windows per phase', lambda d: d['phases'].append(
                 dict(d['phases'][0], phase=7))),
@@ -390,22 +397,37 @@ class Output(unittest.TestCase):
                 with self.assertRaisesRegex(CountingError, 'cannot be trusted: .*' + want):
                     per_packet(parse_counts(json.dumps(doc)), record)
 
-    def test_translating_vcpu_index_keeps_instructions_only(self) -> None:
-        """QEMU 10.0 under thread=single with several vCPUs: the per-vCPU split is the
-        translating vCPU's, so only the instruction figures come out; one vCPU,
-        vCPUs in threads of their own, or QEMU 7.2's API keep every figure."""
+    def test_unknown_running_vcpu_keeps_instructions_only(self) -> None:
+        """Where the plugin could not learn the running vCPU (QEMU 10 under
+        thread=single without current_cpu), or the register check disagreed, only
+        the instruction figures come out; the running vCPU learnt, or QEMU's own
+        index where it is right, keeps every figure."""
         record = {'measured_single': 11, 'per_cpu': [{'measured': 10}, {'measured': 12}]}
         doc = self.two_windows()
         doc['api'] = {'built': 4, 'qemu_min': 2, 'qemu_cur': 4}
-        c = parse_counts(json.dumps(doc))
-        self.assertIn('translating vCPU', c.attribution)
-        self.assertEqual(list(per_packet(c, record)), ['insns_pkt_single', 'insns_pkt_all'])
-        for change in ({'vcpu_threads': 2}, {'vcpus': 1},
-                       {'api': {'built': 1, 'qemu_min': 0, 'qemu_cur': 1}}):
-            with self.subTest(change=change):
-                c = parse_counts(json.dumps(dict(doc, **change)))
+        check = {'registers': ['gs_base', 'k_gs_base'], 'percpu': '0xffffffff82000000',
+                 'percpu_read': True, 'blocks': 100, 'agree': 99, 'disagree': 1,
+                 'unmapped': 0, 'pending': 0}
+        for index, why in (({'source': 'none', 'unresolved': 7}, 'could not be learnt'),
+                           ({'check': check}, 'disagreed .* in 1 of 100 blocks')):
+            with self.subTest(index=index):
+                d = json.loads(json.dumps(doc))
+                d['vcpu_index'].update(index)
+                c = parse_counts(json.dumps(d))
+                self.assertRegex(c.attribution, why)
+                self.assertEqual(list(per_packet(c, record)),
+                                 ['insns_pkt_single', 'insns_pkt_all'])
+        for index in ({}, {'source': 'callback'}, {'check': dict(check, disagree=0)}):
+            with self.subTest(index=index):
+                d = json.loads(json.dumps(doc))
+                d['vcpu_index'].update(index)
+                c = parse_counts(json.dumps(d))
                 self.assertEqual(c.attribution, '')
                 self.assertEqual(list(per_packet(c, record)), list(FIGURES))
+        d = json.loads(json.dumps(doc))
+        d['vcpu_index']['source'] = 'guessed'
+        with self.assertRaisesRegex(CountingError, "source 'guessed'"):
+            parse_counts(json.dumps(d))
 
     def test_per_packet(self) -> None:
         c = parse_counts(json.dumps(self.two_windows()))

@@ -396,6 +396,109 @@ class _Model(unittest.TestCase):
             self.assertEqual(v.transfers, v.true_sharing + v.false_sharing)
 
 
+    def test_running_vcpu_not_the_index_given(self) -> None:
+        """QEMU 10 under thread=single gives TB and instruction callbacks the
+        translating vCPU's index ('baked': here the next vCPU's); the plugin asks
+        current_cpu instead, so the packed counters come out exactly as above, and
+        it counts how often the index it was given was wrong (every TB callback
+        and marker callback: 4N increments, and two markers' TB and marker)."""
+        body = self.handed_around('rmw', (0, 8, 16, 24))
+        right = self.run_script(body).phase(3)
+        baked = self.run_script('baked\n' + body)
+        self.assertEqual(self.totals(baked.phase(3)), self.totals(right))
+        self.assertEqual([v.insns_user for v in baked.phase(3).vcpus], [N] * 4)
+        ix = baked.vcpu_index
+        self.assertEqual((ix.source, ix.unresolved, baked.attribution), ('current_cpu', 0, ''))
+        self.assertEqual(ix.callback_index_wrong, 4 * N + 4)
+        self.assertEqual(self.run_script(body).vcpu_index.callback_index_wrong, 0)
+
+    def test_running_vcpu_unknown_is_refused(self) -> None:
+        """Where qemu_get_cpu() names no vCPU, the running one is not guessed:
+        the callbacks are counted unresolved, and (4 vCPUs in one thread, plugin
+        API 4) the split is refused; QEMU 7.2 passes the running vCPU itself."""
+        c = self.run_script('nocurrent\nbaked\n' + self.handed_around('rmw', (0, 8)))
+        self.assertGreater(c.vcpu_index.unresolved, 0)
+        if self.QEMU == '10.0':
+            self.assertEqual(c.vcpu_index.source, 'none')
+            self.assertIn('could not be learnt', c.attribution)
+        else:
+            self.assertEqual(c.vcpu_index.source, 'callback')
+
+    def test_register_cross_check(self) -> None:
+        """Plugin API 4: inside windows each block's per-CPU base register is looked
+        up in __per_cpu_offset[] (percpu=) and must name the vCPU current_cpu
+        named: every block agrees; a vCPU whose register holds another's base is
+        a disagreement a block, and the split is refused."""
+        if self.QEMU != '10.0':
+            self.skipTest('the register API is plugin API 2 on, memory reads API 4')
+        head = TOPOLOGY + 'arg percpu=0xffffffff82a00000\nbaked\n'
+        body = self.handed_around('rmw', (0, 8, 16, 24))
+        ix = self.run_script(body, head).vcpu_index
+        assert ix.check is not None
+        self.assertEqual((ix.check.registers, ix.check.percpu_read), (('gs_base',), True))
+        # every block inside the window: 4N increments, and the end marker's
+        self.assertEqual((ix.check.blocks, ix.check.agree, ix.check.disagree,
+                          ix.check.unmapped, ix.check.pending), (4 * N + 1, 4 * N + 1, 0, 0, 0))
+        bad = self.run_script(body, head + 'wrongbase 2\n')
+        assert bad.vcpu_index.check is not None
+        self.assertEqual(bad.vcpu_index.check.disagree, N)
+        self.assertIn('disagreed', bad.attribution)
+        arm = self.run_script(body, 'arch aarch64\n' + head).vcpu_index.check
+        assert arm is not None
+        self.assertEqual((arm.registers, arm.disagree, arm.agree), (('TPIDR_EL1',), 0, 4 * N + 1))
+        self.assertIsNone(self.run_script(body).vcpu_index.check)
+
+    def stale_owner(self, start: int) -> Phase:
+        """vCPU 0 stores a line in a window; the epoch is set to start; three
+        windows later vCPU 2 loads the line."""
+        body = (f'start 0 3\nstore 0 0x5000 8\nend 0 3\nepoch {start:#x}\n'
+                'start 0 4\nend 0 4\nstart 0 5\nend 0 5\n'
+                'start 0 6\nload 2 0x5000 8\nend 0 6\n')
+        return self.run_script(body).phase(6)
+
+    def test_epoch_wraps(self) -> None:
+        """Window epochs that wrap must not bring back an old window's states. With
+        the 24-bit epoch of kloc-count 2, 0xfffffe then three windows came back to
+        the epoch vCPU 0's store had: a stale HITM where there is a miss. The
+        epoch has 43 bits now, and past them every state is cleared: a miss and
+        no transfer either way."""
+        for start in (0xfffffe, (1 << 43) - 3):
+            with self.subTest(start=hex(start)):
+                self.expect(self.stale_owner(start), loads=1, misses_remote=1,
+                            hitm_local=0, hitm_remote=0, contended=0)
+
+    def test_window_counts_past_32_bits(self) -> None:
+        """A line's loads in one window are 64-bit: started at 2^32 - 1 (winbase),
+        vCPU 0's one load makes 2^32, contended since vCPU 1 stores to the line;
+        vCPU 1's store is contended once. 32-bit counts read vCPU 0's as 0."""
+        body = ('winbase 0xffffffff\nstart 0 3\nload 0 0x6000 8\nstore 1 0x6008 8\n'
+                'end 0 3\n')
+        self.expect(self.run_script(body).phase(3), contended=(1 << 32) + 1)
+
+    def test_transfers_past_lines_max(self) -> None:
+        """lines_max=1: the first contended line is tracked; the second line's 3
+        transfers are counted in the totals, on no line, and reported as 3
+        transfers dropped (not one line)."""
+        body = ('start 0 3\nstore 0 0x7000 8\nstore 1 0x7000 8\n'
+                'store 0 0x8000 8\nstore 1 0x8000 8\nstore 0 0x8000 8\nstore 1 0x8000 8\n'
+                'end 0 3\n')
+        c = self.run_script(body, TOPOLOGY + 'arg lines_max=1\n')
+        self.expect(c.phase(3), hitm_local=4)
+        self.assertEqual((c.phase(3).contended_lines, c.transfers_dropped), (1, 3))
+
+    def test_window_opened_mid_access(self) -> None:
+        """Under MTTCG a window may open while another vCPU sets up its window
+        record (race: phase 3 ends, 4 starts, as vCPU 0's first load does). The
+        record is the old window's: not listed in the new one. vCPU 0's second
+        load lists it once; vCPU 1's store then makes one contended access on
+        each side: 2 (listed twice, vCPU 0's load counted twice: 3)."""
+        body = ('start 0 3\nrace 3 4\nload 0 0x9000 8\nload 0 0x9000 8\n'
+                'store 1 0x9008 8\nend 0 4\n')
+        c = self.run_script(body)
+        self.expect(c.phase(4), contended=2, contended_false=2)
+        self.assertEqual(c.nested_starts, 0)
+
+
 class Qemu72(_Model):
     QEMU = '7.2'
 

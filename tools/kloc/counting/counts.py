@@ -152,11 +152,36 @@ class Phase:
 
 
 @dataclass(frozen=True)
+class IndexCheck:
+    """The register cross-check of the running vCPU: at the start of each block
+    inside a window, the guest's per-CPU base register looked up in its
+    __per_cpu_offset[] against the index the plugin used."""
+    registers: tuple[str, ...]    # gs_base, k_gs_base (x86_64); TPIDR_EL1 (arm64)
+    percpu_read: bool             # __per_cpu_offset[] was read from the guest
+    blocks: int                   # blocks checked
+    agree: int
+    disagree: int
+    unmapped: int                 # a base that is no vCPU's
+    pending: int                  # before the register or the table could be read
+
+
+@dataclass(frozen=True)
+class VcpuIndex:
+    """Where the plugin's per-vCPU split came from (kloc-count.c, "Which vCPU ran it")."""
+    source: str                   # 'current_cpu', 'callback' or 'none'
+    callbacks: int                # callbacks that asked QEMU's current_cpu
+    callback_index_wrong: int     # of those, given another vCPU's index by QEMU
+    unresolved: int               # whose running vCPU was not found
+    check: IndexCheck | None      # None: no percpu= (or plugin API before 4)
+
+
+@dataclass(frozen=True)
 class Counts:
     version: str
     qemu_header: str
     api: tuple[int, int, int]     # built, QEMU's min, QEMU's current
     target: str
+    vcpu_index: VcpuIndex
     vcpus: int
     vcpu_threads: int
     line_table_bytes: int
@@ -166,26 +191,35 @@ class Counts:
     bad_markers: int
     unmatched_ends: int
     nested_starts: int
-    lines_dropped: int
+    transfers_dropped: int        # transfers past lines_max lines: in the totals, on no line
     phases: dict[int, Phase]
 
     @property
     def attribution(self) -> str:
         """Why the per-vCPU split cannot be trusted, or '' when it can.
 
-        Under thread=single (so under -icount) QEMU 10.0 gives every plugin
-        callback the index of the vCPU that translated the block, not of the
-        one running it (gen_cpu_index(): kloc-count.c says more). Totals stay
-        exact; what depends on which vCPU ran an access does not: its node
-        (remote share), the cache it went through (misses), and the transfers
-        between caches (HITM, invalidations, false sharing, the contended lines).
-        QEMU 7.2 (plugin API 1), one vCPU, or vCPUs in threads of their own
-        are not affected."""
-        if self.vcpus <= 1 or self.vcpu_threads > 1 or self.api[2] < QEMU_TRANSLATING_INDEX:
-            return ''
-        return (f'QEMU\'s plugin API {self.api[2]} under thread=single passes callbacks the '
-                'translating vCPU, not the running one: the per-vCPU split, and the remote '
-                'share, sharing and transfers with it, are not measured')
+        Under thread=single (so under -icount) QEMU 10.0 gives TB and
+        instruction callbacks the index of the vCPU that translated the block,
+        not of the one running it; kloc-count 3 asks QEMU's current_cpu instead
+        (source 'current_cpu'), and checks it against the guest's per-CPU base
+        register. The split is refused where the plugin could not learn the
+        running vCPU (source 'none', or callbacks it could not resolve), or
+        where the register check disagreed. What depends on the split: each
+        access's node (remote share), the cache it went through (misses), and
+        the transfers between caches (HITM, invalidations, sharing, the
+        contended lines). Totals are exact either way."""
+        ix = self.vcpu_index
+        if ix.source == 'none':
+            return ('QEMU\'s running vCPU could not be learnt (no current_cpu or '
+                    f'qemu_get_cpu; {ix.unresolved} callbacks unresolved), and under '
+                    'thread=single QEMU passes callbacks the translating vCPU: the '
+                    'per-vCPU split, and the remote share, sharing and transfers with '
+                    'it, are not measured')
+        if ix.check is not None and ix.check.disagree:
+            return (f'the running vCPU disagreed with the guest\'s per-CPU base register in '
+                    f'{ix.check.disagree} of {ix.check.blocks} blocks: the per-vCPU split '
+                    'is not trusted')
+        return ''
 
     def phase(self, n: int) -> Phase:
         try:
@@ -201,9 +235,27 @@ def _hex(v: object) -> int:
 
 def _int(d: dict[str, object], k: str) -> int:
     v = d[k]
-    if not isinstance(v, int):
+    if not isinstance(v, int) or isinstance(v, bool):
         raise CountingError(f'{k} is {v!r}, not a number')
     return v
+
+
+def _vcpu_index(d: object) -> VcpuIndex:
+    if not isinstance(d, dict):
+        raise CountingError('no vcpu_index object')
+    source = d['source']
+    if source not in ('current_cpu', 'callback', 'none'):
+        raise CountingError(f'vcpu_index source {source!r}')
+    c = d['check']
+    check = None
+    if c is not None:
+        if not isinstance(c, dict) or not isinstance(c['registers'], list):
+            raise CountingError('vcpu_index check is not an object with registers')
+        check = IndexCheck(tuple(str(r) for r in c['registers']), bool(c['percpu_read']),
+                           _int(c, 'blocks'), _int(c, 'agree'), _int(c, 'disagree'),
+                           _int(c, 'unmapped'), _int(c, 'pending'))
+    return VcpuIndex(str(source), _int(d, 'callbacks'), _int(d, 'callback_index_wrong'),
+                     _int(d, 'unresolved'), check)
 
 
 def _line(li: dict[str, object], size: int) -> Line:
@@ -251,20 +303,17 @@ def parse_counts(text: str) -> Counts:
         c = doc['cache']
         return Counts(str(doc['version']), str(doc['qemu_header']),
                       (_int(api, 'built'), _int(api, 'qemu_min'), _int(api, 'qemu_cur')),
-                      str(doc['target']), _int(doc, 'vcpus'), _int(doc, 'vcpu_threads'),
+                      str(doc['target']), _vcpu_index(doc['vcpu_index']),
+                      _int(doc, 'vcpus'), _int(doc, 'vcpu_threads'),
                       _int(doc, 'line_table_bytes'),
                       CacheModel(_int(c, 'bytes'), _int(c, 'assoc'), _int(c, 'sets'),
                                  line_bytes, bool(c['coherence'])),
                       str(doc['count']), doc['open_phase'],
                       _int(m, 'bad'), _int(m, 'unmatched_ends'), _int(m, 'nested_starts'),
-                      _int(doc, 'lines_dropped'), phases)
+                      _int(doc, 'transfers_dropped'), phases)
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise CountingError(f'the plugin output cannot be read: {e}') from None
 
-
-# The plugin API of QEMU 10.0, the first to bake the translating vCPU's index into
-# a block under thread=single (Counts.attribution).
-QEMU_TRANSLATING_INDEX = 4
 
 # The counted figures, in the order reports show them: bench/metrics.py
 # describes each (title, unit, whether it is a primary), and a tool test
@@ -300,7 +349,8 @@ def check_windows(counts: Counts) -> None:
     for n, what in ((counts.bad_markers, 'bad markers'),
                     (counts.unmatched_ends, 'end markers without a start'),
                     (counts.nested_starts, 'start markers inside an open window'),
-                    (counts.lines_dropped, 'contended lines not tracked (lines_max)')):
+                    (counts.transfers_dropped,
+                     'transfers on contended lines past lines_max, not attributed')):
         if n:
             why.append(f'{n} {what}')
     seen = {n: p.windows for n, p in counts.phases.items()}

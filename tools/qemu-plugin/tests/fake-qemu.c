@@ -24,6 +24,22 @@
  *   rmw V ADDR SIZE [PC]    one instruction that loads, then stores, ADDR:
  *                           an atomic as QEMU reports it (in both thread modes)
  *   repeat N ... done       the commands between, N times (no nesting)
+ *   baked                   TB and instruction callbacks get the index of
+ *                           the vCPU after the running one, as QEMU 10 under
+ *                           thread=single gives the translator's (memory
+ *                           callbacks keep the running one's, as QEMU's)
+ *   nocurrent               qemu_get_cpu() finds no vCPU: the plugin cannot
+ *                           learn the running one
+ *   wrongbase V             vCPU V's per-CPU base register holds vCPU V+1's
+ *   epoch N                 (a command) the plugin's window epoch is now N
+ *   winbase N               (a command) window records' loads start at N
+ *   race E S                (a command) as the next access sets up its window
+ *                           record, its vCPU ends phase E and starts phase S
+ *
+ * Each vCPU is a fake CPUState: current_cpu (thread-local, exported as
+ * QEMU's is) names the one running a block, qemu_get_cpu(i) returns vCPU
+ * i's. Its per-CPU base (percpu= argument: __per_cpu_offset[]) is
+ * PERCPU_BASE(i) in gs_base (x86_64) or TPIDR_EL1 (aarch64).
  *
  * Every command is a translation block of one instruction, translated when
  * it runs (so a reset's change of instrumentation shows at once), then run:
@@ -52,6 +68,7 @@
 #define MAX_ARGS 32
 #define MAX_MAPS 64
 #define PAGE 4096ULL
+#define PERCPU_BASE(v) (0xffff888000000000ULL + 0x40000ULL * (uint64_t)(v))
 
 struct cb {
 	void *fn;
@@ -92,7 +109,8 @@ struct qemu_plugin_scoreboard {
 };
 #endif
 
-enum op { OP_START, OP_END, OP_LOAD, OP_STORE, OP_RMW, OP_SYNC, OP_REPEAT, OP_DONE };
+enum op { OP_START, OP_END, OP_LOAD, OP_STORE, OP_RMW, OP_SYNC, OP_REPEAT, OP_DONE,
+	  OP_EPOCH, OP_WINBASE, OP_RACE };
 
 struct cmd {
 	enum op op;
@@ -121,6 +139,34 @@ static bool reset_asked;
 static pthread_rwlock_t exclusive = PTHREAD_RWLOCK_INITIALIZER;
 static pthread_mutex_t reset_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread struct qemu_plugin_hwaddr hwaddr;
+static bool baked, nocurrent;
+static int wrong_base = -1;
+static struct { int index; } cpu_objs[MAX_VCPUS];
+__thread void *current_cpu;
+static int race_end = -1, race_start;
+static uint64_t percpu_table;	/* the percpu= argument: __per_cpu_offset[] */
+
+/* The plugin's test hooks (kloc-count.c, under KLOC_TEST) */
+void kloc_test_set_epoch(uint64_t e);
+void kloc_test_set_win_base(uint64_t n);
+void kloc_test_marker(unsigned int vcpu_index, unsigned int kind, unsigned int phase);
+
+void kloc_test_window_record(void)
+{
+	int end = race_end;
+
+	if (end < 0)
+		return;
+	race_end = -1;
+	kloc_test_marker(0, KLOC_MARK_KIND_END, (unsigned int)end);
+	kloc_test_marker(0, KLOC_MARK_KIND_START, (unsigned int)race_start);
+}
+
+void *qemu_get_cpu(int index);
+void *qemu_get_cpu(int index)
+{
+	return nocurrent || index < 0 || index >= nvcpus ? NULL : &cpu_objs[index];
+}
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
@@ -136,6 +182,49 @@ static void die(const char *fmt, ...)
 }
 
 /* The fake API: what kloc-count.c calls */
+
+#if QEMU_PLUGIN_VERSION >= 4
+static const char *base_reg_name(void)
+{
+	return strcmp(arch, "aarch64") ? "gs_base" : "TPIDR_EL1";
+}
+
+GArray *qemu_plugin_get_registers(void)
+{
+	GArray *a = g_array_new(FALSE, TRUE, sizeof(qemu_plugin_reg_descriptor));
+	qemu_plugin_reg_descriptor d = { .handle = (struct qemu_plugin_register *)1,
+					 .name = "rip" };
+
+	g_array_append_val(a, d);
+	d.handle = (struct qemu_plugin_register *)2;
+	d.name = base_reg_name();
+	g_array_append_val(a, d);
+	return a;
+}
+
+int qemu_plugin_read_register(struct qemu_plugin_register *handle, GByteArray *buf)
+{
+	int v = current_cpu ? ((typeof(&cpu_objs[0]))current_cpu)->index : 0;
+	uint64_t val = PERCPU_BASE(v == wrong_base ? (v + 1) % nvcpus : v);
+
+	if (handle != (struct qemu_plugin_register *)2)
+		val = 0x400000;
+	g_byte_array_append(buf, (const guint8 *)&val, sizeof(val));
+	return sizeof(val);
+}
+
+bool qemu_plugin_read_memory_vaddr(uint64_t addr, GByteArray *data, size_t len)
+{
+	if (!percpu_table || addr != percpu_table)
+		return false;
+	for (size_t k = 0; k < len / 8; k++) {
+		uint64_t base = PERCPU_BASE(k);
+
+		g_byte_array_append(data, (const guint8 *)&base, sizeof(base));
+	}
+	return true;
+}
+#endif
 
 size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb)
 {
@@ -395,7 +484,24 @@ static void run_block(const struct cmd *c)
 {
 	struct qemu_plugin_tb tb;
 	unsigned int v = (unsigned int)c->vcpu, shift;
+	/* what TB and instruction callbacks are told: QEMU 10's baked index */
+	unsigned int told = baked ? (v + 1) % (unsigned int)nvcpus : v;
 
+	switch (c->op) {
+	case OP_EPOCH:
+		kloc_test_set_epoch(c->addr);
+		return;
+	case OP_WINBASE:
+		kloc_test_set_win_base(c->addr);
+		return;
+	case OP_RACE:
+		race_end = (int)c->addr;
+		race_start = (int)c->size;
+		return;
+	default:
+		break;
+	}
+	current_cpu = &cpu_objs[v];
 	memset(&tb, 0, sizeof(tb));
 	tb.vaddr = c->pc;
 	tb.insn.vaddr = c->pc;
@@ -418,10 +524,10 @@ static void run_block(const struct cmd *c)
 			continue;
 		}
 #endif
-		((qemu_plugin_vcpu_udata_cb_t)tb.exec[i].fn)(v, tb.exec[i].udata);
+		((qemu_plugin_vcpu_udata_cb_t)tb.exec[i].fn)(told, tb.exec[i].udata);
 	}
 	for (int i = 0; i < tb.insn.nexec; i++)
-		((qemu_plugin_vcpu_udata_cb_t)tb.insn.exec[i].fn)(v, tb.insn.exec[i].udata);
+		((qemu_plugin_vcpu_udata_cb_t)tb.insn.exec[i].fn)(told, tb.insn.exec[i].udata);
 	shift = (unsigned int)__builtin_ctzll(c->size ? c->size : 1);
 	if (c->op == OP_LOAD || c->op == OP_RMW)
 		mem_cbs(v, &tb.insn, c->addr, shift, false);
@@ -539,6 +645,8 @@ static void parse(FILE *f)
 		}
 		if (!strcmp(w[0], "arg") && n == 2 && nargs < MAX_ARGS - 1) {
 			args[nargs++] = strdup(w[1]);
+			if (!strncmp(w[1], "percpu=", 7))
+				percpu_table = strtoull(w[1] + 7, NULL, 0);
 			continue;
 		}
 		if (!strcmp(w[0], "map") && n == 3 && nmaps < MAX_MAPS) {
@@ -555,6 +663,18 @@ static void parse(FILE *f)
 			threaded = true;
 			continue;
 		}
+		if (!strcmp(w[0], "baked") && n == 1) {
+			baked = true;
+			continue;
+		}
+		if (!strcmp(w[0], "nocurrent") && n == 1) {
+			nocurrent = true;
+			continue;
+		}
+		if (!strcmp(w[0], "wrongbase") && n == 2) {
+			wrong_base = (int)number(w[1], line);
+			continue;
+		}
 		if (ncmds >= MAX_CMDS)
 			die("line %d: more than %d commands", line, MAX_CMDS);
 		c = &cmds[ncmds++];
@@ -567,6 +687,13 @@ static void parse(FILE *f)
 			c->addr = number(w[1], line);
 		} else if (!strcmp(w[0], "done") && n == 1 && depth--) {
 			c->op = OP_DONE;
+		} else if ((!strcmp(w[0], "epoch") || !strcmp(w[0], "winbase")) && n == 2) {
+			c->op = w[0][0] == 'e' ? OP_EPOCH : OP_WINBASE;
+			c->addr = number(w[1], line);
+		} else if (!strcmp(w[0], "race") && n == 3) {
+			c->op = OP_RACE;
+			c->addr = number(w[1], line);
+			c->size = number(w[2], line);
 		} else if ((!strcmp(w[0], "start") || !strcmp(w[0], "end")) && n == 3) {
 			c->op = w[0][0] == 's' ? OP_START : OP_END;
 			c->vcpu = (int)number(w[1], line);
@@ -614,6 +741,8 @@ int main(int argc, char **argv)
 	info.system_emulation = true;
 	info.system.smp_vcpus = nvcpus;
 	info.system.max_vcpus = nvcpus;
+	for (int v = 0; v < MAX_VCPUS; v++)
+		cpu_objs[v].index = v;
 	if (qemu_plugin_install(0, &info, nargs, args))
 		die("the plugin refused to install");
 	if (threaded) {
