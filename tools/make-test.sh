@@ -65,10 +65,13 @@ done
 # The default kernel's x86_64 guest, built and booted once: the LAVA jobs deploy it
 # (on a fresh machine nothing else has built it yet).
 phase "guest of Linux $default" kloc guest --kernel "$default" --out "$OUT"
-# The plugin on that guest: the test program's patterns counted (tests/
-# test_counting.py), and its cache against QEMU's contrib/plugins/cache.c: a
-# core's 32 KiB L1, and cache.c given half its ways, which must be caught
-# (the 1 MiB default, a third boot, runs with the whole of test_crosscheck).
+# The plugin on that guest, on kloc's QEMU 10 (four vCPUs in one thread, as
+# counted boots run): the test program's patterns counted, every callback's
+# vCPU the running one, checked against the guest's per-CPU base register, and
+# a 1:3 window exact (tests/test_counting.py); and its cache against QEMU's
+# contrib/plugins/cache.c: a core's 32 KiB L1, and cache.c given half its
+# ways, which must be caught (the 1 MiB default, a third boot, runs with the
+# whole of test_crosscheck).
 phase "kloc-count on the guest of Linux $default" bash -c "cd tools && \
 	KLOC_GUEST_TESTS=x86_64 '$PYTHON' -m unittest tests.test_counting.BootX86 tests.test_counting.PlacementX86 \
 	tests.test_crosscheck.Parts tests.test_crosscheck.L1Cache tests.test_crosscheck.Mismatch"
@@ -77,6 +80,11 @@ phase "kloc-count on the guest of Linux $default" bash -c "cd tools && \
 # table reads, exactly, all on the ITS's node (tests/test_its_boot.py).
 phase "ITS interrupt path in the arm64 guest of Linux $default" bash -c "cd tools && \
 	KLOC_GUEST_TESTS=arm64 '$PYTHON' -m unittest -v tests.test_its_boot"
+# The plugin on that arm64 guest, on kloc's QEMU 10: the same patterns, the
+# running vCPU checked against TPIDR_EL1, and the 1:3 window.
+phase "kloc-count on the arm64 guest of Linux $default" bash -c "cd tools && \
+	KLOC_GUEST_TESTS=arm64 '$PYTHON' -m unittest tests.test_counting.BootArm64 \
+	tests.test_counting.PlacementArm64"
 # make lava's jobs for the default kernel, each validated, and run with lava-run:
 # their results against the kunit phase's and against direct guest boots.
 phase "LAVA jobs of Linux $default (lava-run)" kloc lava --kernel "$default" \

@@ -96,6 +96,33 @@ def load_system_map(path: Path) -> SymbolMap:
     return syms
 
 
+PERCPU_OFFSETS = '__per_cpu_offset'
+
+
+def percpu_offsets(path: Path) -> int | None:
+    """The address of the kernel's __per_cpu_offset[] in a System.map (no KASLR),
+    for the plugin's percpu= (its register check of the running vCPU); None
+    where the map has none (a kernel without SMP)."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise CountingError(f'{path}: cannot read the System.map ({e.strerror})') from None
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[2] == PERCPU_OFFSETS and parts[1] in 'dDbBrR':
+            try:
+                return int(parts[0], 16)
+            except ValueError:
+                break
+    return None
+
+
+def percpu_arg(path: Path) -> list[str]:
+    """The plugin's percpu= argument from a guest's System.map, or nothing."""
+    addr = percpu_offsets(path)
+    return [f'percpu={addr:#x}'] if addr else []
+
+
 def describe_line(line: Line, syms: SymbolMap | None, arch: str) -> str:
     """What a contended line holds: the static symbol its first counted access
     touched, or what kind of memory it is."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kloc import progress
-from kloc.counting import qemu_args
+from kloc.counting import qemu_args, symbols
 from kloc.counting.counts import per_packet, read_counts
 from kloc.counting.errors import CountingError
 from kloc.counting.plugin import Plugin
@@ -391,7 +391,8 @@ def counted_command(guest: Guest, initrd: Path, topo: Topology, plugin: Plugin,
                     counts: Path) -> list[str]:
     """A counted boot: TCG with one host thread and icount, the plugin, no KASLR."""
     cmd = qemu_command(guest, initrd, topo, counted=True)
-    return qemu_args.counted_command(cmd, plugin.path, counts) + ICOUNT
+    percpu = symbols.percpu_arg(guest.build_dir() / 'System.map')
+    return qemu_args.counted_command(cmd, plugin.path, counts, extra=percpu) + ICOUNT
 
 
 def run(guest: Guest, initrd: Path, topo: Topology, timeout: int,
@@ -422,7 +423,15 @@ def run(guest: Guest, initrd: Path, topo: Topology, timeout: int,
         why = check_machine(record, topo)
     if record and not why and plugin is not None:
         try:
-            record = dict(record, counted=per_packet(read_counts(counts), record),
+            c = read_counts(counts)
+            ix = c.vcpu_index
+            # where the per-vCPU split came from, and how it was checked
+            index = {'source': ix.source, 'callback_index_wrong': ix.callback_index_wrong,
+                     'unresolved': ix.unresolved,
+                     'check': None if ix.check is None else
+                     {'registers': list(ix.check.registers), 'blocks': ix.check.blocks,
+                      'disagree': ix.check.disagree, 'unmapped': ix.check.unmapped}}
+            record = dict(record, counted=per_packet(c, record), counted_vcpu_index=index,
                           counts_file=str(counts))
         except CountingError as e:
             why = f'counted boot: {e}'

@@ -24,17 +24,24 @@
  *            cache (1 MiB), so every line misses on both passes, remotely
  *   phase 9  read-write false sharing: a thread on CPU 0 increments bytes
  *            0..7 of a line while one on a CPU of node 1 reads bytes 32..39
+ *   phase 10 the same loop at once on CPU 0 and on a CPU of node 1, the
+ *            second running it three times as long: their user
+ *            instructions are in the ratio 1:3 exactly (ratio_*), and the
+ *            other CPUs run none (which vCPU ran each block, whoever
+ *            translated it)
  *
  * and writes what it did as one JSON line to the file given with -j.
  * Static, no libnuma: mbind and get_mempolicy are raw syscalls.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -290,11 +297,164 @@ static void exact_loop(long n)
 #endif
 }
 
+/*
+ * Phase 10, in assembly so that every instruction in the window is known.
+ * ratio_main() runs on CPU 0: its start marker, a futex wake of the
+ * waiting thread, kloc_spin(n), a futex wait for that thread's exit (the
+ * kernel clears and wakes its tid), its end marker. The thread, cloned
+ * beforehand and asleep in a futex wait on its CPU, wakes, runs
+ * kloc_spin(3n + 11) and exits. One loop, one address, run by both vCPUs
+ * in the one window. Strictly between the markers:
+ *   ratio_main:  syscall; mov; call; 2n + ret; 4 or 5 to wait; syscall
+ *                = 2n + 9 on both architectures
+ *   the thread:  mov; call; 2(3n + 11) + ret; mov; syscall
+ *                = 6n + 27 = 3 (2n + 9)
+ */
+#define RATIO_PHASE 10
+#define RATIO_MAIN_EXTRA 9	/* ratio_main's instructions besides its loop */
+#define RATIO_CHILD_TURNS(n) (3 * (n) + 11)
+#define RATIO_START_X86 0x4b4c010a
+#define RATIO_END_X86 0x4b4c020a
+#define RATIO_START_A64 0xb10a
+#define RATIO_END_A64 0xb20a
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+static_assert(RATIO_START_X86 == KLOC_MARK_IMM_X86(KLOC_MARK_KIND_START, RATIO_PHASE) &&
+	      RATIO_END_X86 == KLOC_MARK_IMM_X86(KLOC_MARK_KIND_END, RATIO_PHASE) &&
+	      RATIO_START_A64 == KLOC_MARK_IMM_A64(KLOC_MARK_KIND_START, RATIO_PHASE) &&
+	      RATIO_END_A64 == KLOC_MARK_IMM_A64(KLOC_MARK_KIND_END, RATIO_PHASE),
+	      "phase 10's markers");
+
+struct ratio_arg {
+	int go;			/* never changes: a futex to wait on */
+	long turns;		/* offset 8 */
+	struct timespec timeout;	/* offset 16: a lost wake-up ends, late */
+};
+
+void ratio_main(int *go, volatile int *tid, long tid_value, long n);
+int ratio_thread(void *arg);
+
+#if defined(__x86_64__)
+__asm__(".text\n"
+	".type kloc_spin, @function\n"
+	"kloc_spin:\n"			/* rdi = n > 0 */
+	"1:\tdec %rdi\n\tjnz 1b\n\tret\n"
+	".globl ratio_main\n.type ratio_main, @function\n"
+	"ratio_main:\n\t"		/* rdi go, rsi tid, rdx its value, rcx n */
+	"push %rbx\n\tmov %rcx, %rbx\n\tmov %rsi, %r8\n\tmov %rdx, %r9\n\t"
+	"xor %r10d, %r10d\n\t"
+	"mov $" STR(SYS_futex) ", %eax\n\tmov $" STR(FUTEX_WAKE_PRIVATE) ", %esi\n\t"
+	"mov $1, %edx\n\t"
+	".byte 0x0f, 0x1f, 0x80\n\t.long " STR(RATIO_START_X86) "\n\t"
+	"syscall\n\t"
+	"mov %rbx, %rdi\n\tcall kloc_spin\n\t"
+	"mov $" STR(SYS_futex) ", %eax\n\tmov %r8, %rdi\n\t"
+	"mov $" STR(FUTEX_WAIT) ", %esi\n\tmov %r9, %rdx\n\t"
+	"syscall\n\t"
+	".byte 0x0f, 0x1f, 0x80\n\t.long " STR(RATIO_END_X86) "\n\t"
+	"pop %rbx\n\tret\n"
+	".globl ratio_thread\n.type ratio_thread, @function\n"
+	"ratio_thread:\n\t"		/* rdi = struct ratio_arg *; never returns */
+	"mov 8(%rdi), %rbx\n\tlea 16(%rdi), %r10\n\t"
+	"mov $" STR(SYS_futex) ", %eax\n\tmov $" STR(FUTEX_WAIT_PRIVATE) ", %esi\n\t"
+	"xor %edx, %edx\n\t"
+	"syscall\n\t"
+	"mov %rbx, %rdi\n\tcall kloc_spin\n\t"
+	"mov $" STR(SYS_exit) ", %eax\n\tsyscall\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+	".type kloc_spin, %function\n"
+	"kloc_spin:\n"			/* x0 = n > 0 */
+	"1:\tsubs x0, x0, #1\n\tb.ne 1b\n\tret\n"
+	".globl ratio_main\n.type ratio_main, %function\n"
+	"ratio_main:\n\t"		/* x0 go, x1 tid, x2 its value, x3 n */
+	"stp x29, x30, [sp, #-16]!\n\tmov x9, x1\n\tmov x10, x2\n\tmov x11, x3\n\t"
+	"mov x8, #" STR(SYS_futex) "\n\tmov x1, #" STR(FUTEX_WAKE_PRIVATE) "\n\t"
+	"mov x2, #1\n\t"
+	".inst 0xd2e0001f | (" STR(RATIO_START_A64) " << 5)\n\t"
+	"svc #0\n\t"
+	"mov x0, x11\n\tbl kloc_spin\n\t"
+	"mov x0, x9\n\tmov x1, #" STR(FUTEX_WAIT) "\n\tmov x2, x10\n\tmov x3, #0\n\t"
+	"svc #0\n\t"
+	".inst 0xd2e0001f | (" STR(RATIO_END_A64) " << 5)\n\t"
+	"ldp x29, x30, [sp], #16\n\tret\n"
+	".globl ratio_thread\n.type ratio_thread, %function\n"
+	"ratio_thread:\n\t"		/* x0 = struct ratio_arg *; never returns */
+	"ldr x9, [x0, #8]\n\tadd x3, x0, #16\n\t"
+	"mov x8, #" STR(SYS_futex) "\n\tmov x1, #" STR(FUTEX_WAIT_PRIVATE) "\n\t"
+	"mov x2, #0\n\t"
+	"svc #0\n\t"
+	"mov x0, x9\n\tbl kloc_spin\n\t"
+	"mov x8, #" STR(SYS_exit) "\n\tsvc #0\n");
+#endif
+
+/* A thread's state letter in /proc (S: asleep, here in its futex wait). */
+static char task_state(int tid)
+{
+	char path[64], buf[512], *p;
+	size_t len;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	len = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[len] = '\0';
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/*
+ * Phase 10 (see above): this thread on CPU 0 with n turns, a thread cloned
+ * onto cpu1 with 3n + 11. Returns 0 when the thread ran and exited.
+ */
+static int ratio(int cpu1, long n)
+{
+	static struct ratio_arg arg;
+	static volatile int tid;
+	const size_t stack_bytes = 64 << 10;
+	char *stack;
+	cpu_set_t set;
+	int got, waits = 0;
+
+	if (n <= 0 || pin(0))
+		return 1;
+	stack = mmap(NULL, stack_bytes, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED)
+		return 1;
+	arg = (struct ratio_arg){ .turns = RATIO_CHILD_TURNS(n), .timeout = { 5, 0 } };
+	got = clone(ratio_thread, stack + stack_bytes,
+		    CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD |
+		    CLONE_SYSVSEM | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID,
+		    &arg, (int *)&tid, NULL, (int *)&tid);
+	if (got < 0) {
+		fprintf(stderr, "ratio: clone: %s\n", strerror(errno));
+		return 1;
+	}
+	CPU_ZERO(&set);
+	CPU_SET(cpu1, &set);
+	if (sched_setaffinity(got, sizeof(set), &set))
+		fprintf(stderr, "ratio: cannot move thread %d to CPU %d\n", got, cpu1);
+	/* asleep in its futex wait before the window opens: nothing of it runs */
+	while (task_state(got) != 'S' && waits++ < 10000)
+		usleep(1000);
+	ratio_main(&arg.go, &tid, got, n);
+	if (tid)
+		return 1;
+	munmap(stack, stack_bytes);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *json = NULL;
 	int opt, cpu1, remote_node = -1, local_node = -1, nthreads;
-	int bad_packed, bad_padded, bad_shared, bad_cross, bad_rw, big_node = -1;
+	int bad_packed, bad_padded, bad_shared, bad_cross, bad_rw, bad_ratio = 0;
+	int big_node = -1;
 	uint64_t *remote, *local, *big;
 	FILE *f;
 
@@ -352,8 +512,10 @@ int main(int argc, char **argv)
 	kloc_mark_end(8);
 
 	pin(0);
-	if (iters > 0)
+	if (iters > 0) {
 		exact_loop(iters);
+		bad_ratio = ratio(cpu1, iters);
+	}
 
 	f = json ? fopen(json, "w") : stdout;
 	if (!f)
@@ -361,12 +523,15 @@ int main(int argc, char **argv)
 	fprintf(f, "{\"cpu\": %d, \"remote_buffer_node\": %d, \"local_buffer_node\": %d, "
 		"\"threads\": %d, \"iters\": %ld, \"passes\": %d, \"buffer_bytes\": %d, "
 		"\"big_buffer_bytes\": %d, \"big_buffer_node\": %d, "
-		"\"counters_exact\": %s, \"sink\": %llu}\n", cpu1, remote_node, local_node,
-		nthreads, iters, passes, BUF_BYTES, BIG_BYTES, big_node,
+		"\"counters_exact\": %s, \"ratio_cpus\": [0, %d], "
+		"\"ratio_insns\": [%ld, %ld], \"ratio_ran\": %s, \"sink\": %llu}\n",
+		cpu1, remote_node, local_node, nthreads, iters, passes, BUF_BYTES, BIG_BYTES,
+		big_node,
 		bad_packed || bad_padded || bad_shared || bad_cross || bad_rw ? "false" : "true",
-		(unsigned long long)sink);
+		cpu1, 2 * iters + RATIO_MAIN_EXTRA, 2 * RATIO_CHILD_TURNS(iters) + 5,
+		bad_ratio ? "false" : "true", (unsigned long long)sink);
 	if (f != stdout)
 		fclose(f);
-	return bad_packed || bad_padded || bad_shared || bad_cross || bad_rw ||
+	return bad_packed || bad_padded || bad_shared || bad_cross || bad_rw || bad_ratio ||
 	       remote_node != 0 || local_node != 1 || big_node != 0;
 }
