@@ -174,7 +174,7 @@
 
 /* Test hooks: fake-qemu builds the plugin with KLOC_TEST (tests/fake-qemu.c). */
 #ifdef KLOC_TEST
-void kloc_test_window_record(void);
+#include "kloc-test.h"
 #define KLOC_TEST_HOOK() kloc_test_window_record()
 #else
 #define KLOC_TEST_HOOK() do { } while (0)
@@ -2150,10 +2150,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
 }
 
 #ifdef KLOC_TEST
-/* For tests/fake-qemu.c: start values no test could reach, and markers mid-access. */
-void kloc_test_set_epoch(uint64_t e);
-void kloc_test_set_win_base(uint64_t n);
-void kloc_test_marker(unsigned int vcpu_index, unsigned int kind, unsigned int phase);
+/* For tests/fake-qemu.c (kloc-test.h) */
 
 void kloc_test_set_epoch(uint64_t e)
 {

@@ -395,7 +395,6 @@ class _Model(unittest.TestCase):
         for v in p.vcpus:
             self.assertEqual(v.transfers, v.true_sharing + v.false_sharing)
 
-
     def test_running_vcpu_not_the_index_given(self) -> None:
         """QEMU 10 under thread=single gives TB and instruction callbacks the
         translating vCPU's index ('baked': here the next vCPU's); the plugin asks

@@ -61,6 +61,7 @@
 #include <qemu-plugin.h>
 
 #include "../kloc-marker.h"
+#include "../kloc-test.h"
 
 #define MAX_CBS 4
 #define MAX_VCPUS 16
@@ -141,15 +142,14 @@ static pthread_mutex_t reset_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread struct qemu_plugin_hwaddr hwaddr;
 static bool baked, nocurrent;
 static int wrong_base = -1;
-static struct { int index; } cpu_objs[MAX_VCPUS];
+struct fake_cpu {
+	int index;
+};
+
+static struct fake_cpu cpu_objs[MAX_VCPUS];
 __thread void *current_cpu;
 static int race_end = -1, race_start;
 static uint64_t percpu_table;	/* the percpu= argument: __per_cpu_offset[] */
-
-/* The plugin's test hooks (kloc-count.c, under KLOC_TEST) */
-void kloc_test_set_epoch(uint64_t e);
-void kloc_test_set_win_base(uint64_t n);
-void kloc_test_marker(unsigned int vcpu_index, unsigned int kind, unsigned int phase);
 
 void kloc_test_window_record(void)
 {
@@ -162,7 +162,6 @@ void kloc_test_window_record(void)
 	kloc_test_marker(0, KLOC_MARK_KIND_START, (unsigned int)race_start);
 }
 
-void *qemu_get_cpu(int index);
 void *qemu_get_cpu(int index)
 {
 	return nocurrent || index < 0 || index >= nvcpus ? NULL : &cpu_objs[index];
@@ -204,7 +203,8 @@ GArray *qemu_plugin_get_registers(void)
 
 int qemu_plugin_read_register(struct qemu_plugin_register *handle, GByteArray *buf)
 {
-	int v = current_cpu ? ((typeof(&cpu_objs[0]))current_cpu)->index : 0;
+	const struct fake_cpu *cpu = current_cpu;
+	int v = cpu ? cpu->index : 0;
 	uint64_t val = PERCPU_BASE(v == wrong_base ? (v + 1) % nvcpus : v);
 
 	if (handle != (struct qemu_plugin_register *)2)
