@@ -344,8 +344,13 @@ static void *(*qemu_get_cpu_fn)(int index);
 static void *cpu_states[MAX_VCPUS];	/* atomic */
 static __thread void **current_cpu_slot;
 static uint64_t index_unresolved;	/* atomic: callbacks whose vCPU was not found */
-static uint64_t index_wrong;		/* atomic: callbacks given another vCPU's index */
-static uint64_t index_callbacks;	/* atomic: callbacks that asked */
+/*
+ * Per vCPU, written only by the thread running it: the callbacks that asked
+ * while it ran, and those of them QEMU gave another vCPU's index.
+ */
+static struct index_count {
+	uint64_t callbacks, wrong;
+} __attribute__((aligned(64))) index_counts[MAX_VCPUS];
 
 static void learn_cpus(void)
 {
@@ -360,17 +365,21 @@ static unsigned int running_vcpu(unsigned int passed)
 
 	if (!qemu_get_cpu_fn)
 		return passed;
-	__atomic_fetch_add(&index_callbacks, 1, RELAXED);
 	if (!current_cpu_slot)
 		current_cpu_slot = dlsym(RTLD_DEFAULT, "current_cpu");
 	if (current_cpu_slot) {
 		cpu = *current_cpu_slot;
+		if (passed < (unsigned int)nvcpus &&
+		    __atomic_load_n(&cpu_states[passed], RELAXED) == cpu && cpu) {
+			index_counts[passed].callbacks++;
+			return passed;
+		}
 		for (int pass = 0; cpu && pass < 2; pass++) {
 			for (int i = 0; i < nvcpus; i++) {
 				if (__atomic_load_n(&cpu_states[i], RELAXED) != cpu)
 					continue;
-				if ((unsigned int)i != passed)
-					__atomic_fetch_add(&index_wrong, 1, RELAXED);
+				index_counts[i].callbacks++;
+				index_counts[i].wrong += (unsigned int)i != passed;
 				return (unsigned int)i;
 			}
 			if (!pass)
@@ -1695,10 +1704,16 @@ static const char *index_source(void)
 
 static void write_index(FILE *f)
 {
+	uint64_t callbacks = index_unresolved, wrong = 0;
+
+	for (int i = 0; i < nvcpus; i++) {
+		callbacks += index_counts[i].callbacks;
+		wrong += index_counts[i].wrong;
+	}
 	fputs(", \"vcpu_index\": {\"source\": ", f);
 	json_str(f, index_source());
 	fprintf(f, ", \"callbacks\": %" PRIu64 ", \"callback_index_wrong\": %" PRIu64
-		", \"unresolved\": %" PRIu64 ", \"check\": ", index_callbacks, index_wrong,
+		", \"unresolved\": %" PRIu64 ", \"check\": ", callbacks, wrong,
 		index_unresolved);
 	if (!percpu_addr || !KLOC_REGCHECK) {
 		fputs("null}", f);
