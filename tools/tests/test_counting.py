@@ -464,8 +464,9 @@ class Output(unittest.TestCase):
             self.assertEqual(percpu_arg(p), ['percpu=0xffffffff82a1b2c0'])
             p.write_text(SYSTEM_MAP)
             self.assertEqual(percpu_arg(p), [])
+            self.assertIsNone(percpu_offsets(Path(tmp) / 'missing'))
             with self.assertRaisesRegex(CountingError, 'cannot read the System.map'):
-                percpu_offsets(Path(tmp) / 'missing')
+                percpu_offsets(Path(tmp))     # a directory
 
     def test_symbols_and_table(self) -> None:
         with tempfile.TemporaryDirectory() as tmp:

@@ -54,6 +54,22 @@ class CountedCommand(unittest.TestCase):
         self.assertNotIn('-icount', timed)
         self.assertNotIn('-plugin', timed)
 
+    def test_percpu_offsets_from_the_guests_system_map(self) -> None:
+        """The register check of the running vCPU gets __per_cpu_offset from the
+        guest build's System.map; without one the boot is counted unchecked."""
+        topo = topology.get('x86_64_2n')
+        plugin = Plugin(Path('/p/kloc-count.so'), '1:10.0.2', 4, False)
+        with tempfile.TemporaryDirectory() as tmp:
+            t = Tree(Path(tmp) / 'linux', KernelVersion.parse('6.12.57'), 'debian')
+            g = guest.Guest(t, 'x86_64', 'slub')
+            g.build_dir().mkdir()
+            (g.build_dir() / 'System.map').write_text('ffffffff82a1b2c0 D __per_cpu_offset\n')
+            cmd = guest.counted_command(g, Path('/i.gz'), topo, plugin, Path('/c.json'))
+            self.assertIn(',percpu=0xffffffff82a1b2c0', cmd[cmd.index('-plugin') + 1])
+            (g.build_dir() / 'System.map').unlink()
+            cmd = guest.counted_command(g, Path('/i.gz'), topo, plugin, Path('/c.json'))
+            self.assertNotIn('percpu=', cmd[cmd.index('-plugin') + 1])
+
     def test_every_counted_boot_runs_under_icount(self) -> None:
         topo = topology.get('x86_64_2n')
         plugin = Plugin(Path('/p/kloc-count.so'), '1:10.0.2', 4, False)

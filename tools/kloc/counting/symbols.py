@@ -102,7 +102,10 @@ PERCPU_OFFSETS = '__per_cpu_offset'
 def percpu_offsets(path: Path) -> int | None:
     """The address of the kernel's __per_cpu_offset[] in a System.map (no KASLR),
     for the plugin's percpu= (its register check of the running vCPU); None
-    where the map has none (a kernel without SMP)."""
+    where there is no map, or it has none (a kernel without SMP): the boot is
+    counted without the check, and its counts say so (vcpu_index.check)."""
+    if not path.exists():
+        return None
     try:
         text = path.read_text()
     except OSError as e:
