@@ -789,6 +789,14 @@ class _Placement(_Locality):
             cls.counts, cls.record = boot_locality(cls.ARCH, Path(tmp), icount=True)
 
     def test_remote_node_share(self) -> None:
+        """Phase 1 sweeps a node-0 buffer from a node-1 CPU, phase 2 a node-1 buffer
+        from the same CPU: every access of the first sweep is remote and every one
+        of the second local, so each side has at least the sweep's accesses. The
+        rest of a window is the kernel's (a tick, a wake-up, the scheduler), which
+        on QEMU 10 lands in a sweep's window in some boots and not in others (the
+        vCPUs' turns follow the plugin's resets, which QEMU makes asynchronously):
+        in one arm64 boot of four, 252,688 kernel instructions and 51,808 local
+        accesses, 4.7% of phase 1's. The shares are checked at 90% and 10%."""
         cpu = int(str(self.record['cpu']))
         self.assertEqual(self.record['remote_buffer_node'], 0)
         self.assertEqual(self.record['local_buffer_node'], 1)
@@ -796,14 +804,16 @@ class _Placement(_Locality):
         self.assertEqual(remote.node, 1)
         print(f'\nremote share on vCPU {cpu}: node-0 buffer {remote.remote_share:.2%}, '
               f'node-1 buffer {local.remote_share:.2%}', end=' ')
-        self.assertGreater(remote.remote_share, 0.95)
-        self.assertLess(local.remote_share, 0.05)
+        self.assertGreater(remote.remote_share, 0.90)
+        self.assertLess(local.remote_share, 0.10)
         # the sweep: 4 passes over 1 MiB of u64, a load and a store each, which
-        # gcc -O2 vectorizes two at a time where it can (x86_64 SSE2, arm64
-        # NEON): QEMU 10 reports each 16-byte access as one, 7.2 as two of 8
-        width = 16 if release.in_use() is not None else 8
-        self.assertGreater(remote.loads, 4 * (1 << 20) // width)
-        self.assertGreater(remote.stores, 4 * (1 << 20) // width)
+        # gcc -O2 vectorizes two at a time where it does (x86_64 SSE2): QEMU 10
+        # reports each 16-byte access as one, 7.2 as two of 8
+        sweep = 4 * (1 << 20) // (16 if release.in_use() is not None else 8)
+        self.assertGreater(remote.loads, sweep)
+        self.assertGreater(remote.stores, sweep)
+        self.assertGreaterEqual(remote.remote, 2 * sweep)
+        self.assertGreaterEqual(local.local, 2 * sweep)
 
 
 class BootX86(_Boot):
