@@ -24,12 +24,14 @@ that hangs under 7.2's icount) is then refused, not degraded.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -271,6 +273,20 @@ def use(cache: Path, fetch_missing: bool = False) -> Release | None:
         os.environ['PATH'] = f'{r.bin_dir}{os.pathsep}{os.environ.get("PATH", "")}'
     _USED.append(r)
     return r
+
+
+@contextlib.contextmanager
+def using(cache: Path) -> Iterator[Release | None]:
+    """use() for the with block alone: PATH and in_use() are as they were after it
+    (a test that boots on QEMU 10.0 leaves the tests after it in its process alone)."""
+    path = os.environ.get('PATH', '')
+    before = list(_USED)
+    _USED.clear()
+    try:
+        yield use(cache)
+    finally:
+        _USED[:] = before
+        os.environ['PATH'] = path
 
 
 def in_use() -> Release | None:
