@@ -36,7 +36,7 @@ define newline
 endef
 USER_VARIABLES = KERNEL KDIR OUT TOPOLOGIES JOBS TIMEOUT RUNS ALPHA SECONDS MDE COUNTED \
 	FORCE ARCH ALLOC TOPOLOGY PATCH AA REVIEW_PACKAGE BENCH ITS ITS_REMOTE_NS RUN V LAVA_URL LAVA_TOKEN_FILE LAVA_ARTIFACTS_URL \
-	LAVA_INSECURE_HTTP REPEATS AA_RUNS AA_SECONDS KLOC_CACHE PYTHON
+	LAVA_INSECURE_HTTP REPEATS AA_RUNS AA_SECONDS AA_STREAMS KLOC_CACHE PYTHON
 $(foreach v,$(USER_VARIABLES),$(if $(findstring $(newline),$($(v))),$(error \
 	$(v)=$(subst $(newline),\n,$($(v))) holds a newline: give $(v)= a value on one line)))
 # V (make check-tools) is make's own yes-or-no: 1, or 0 or nothing.
@@ -72,7 +72,7 @@ help:
 	@echo '  make guest       build a minimal guest (ARCH=, ALLOC=slub|slab) and run the kselftest once'
 	@echo '  make compare     SLUB vs SLAB guests (the newest kernel with SLAB), interleaved: table, JSON, SVG plot'
 	@echo "  make review      PATCH=file: base vs patched kernel (KERNEL=$$($(KLOC) registry newest) by default), KUnit + loopback A/B (timed and counted); report"
-	@echo '  make bench-aa    REPEATS= short A/A reviews: how often a null difference is called'
+	@echo '  make bench-aa    REPEATS= A/A reviews at review'"'"'s defaults: how often the verdict calls a null difference'
 	@echo '  make mutants     apply each mutant to a copy of the tree; each must be caught'
 	@echo '  make known-failures  each known upstream failure of KERNEL= fails stock and passes with its fix'
 	@echo '  make lava        LAVA jobs for the KUnit kernels and the guest kselftest (RUN=1: run them here)'
@@ -140,7 +140,8 @@ review: deps
 bench-aa: deps
 	@$(MARK_OUT) && OUT=$(call q,$(OUT)) PYTHON=$(call q,$(PYTHON)) KERNEL=$(call q,$(KERNEL)) \
 		REPEATS=$(call q,$(REPEATS)) RUNS=$(call q,$(AA_RUNS)) \
-		AA_SECONDS=$(call q,$(AA_SECONDS)) ALPHA=$(call q,$(ALPHA)) tools/bench-aa.sh
+		AA_SECONDS=$(call q,$(AA_SECONDS)) ALPHA=$(call q,$(ALPHA)) \
+		COUNTED=$(call q,$(COUNTED)) STREAMS=$(call q,$(AA_STREAMS)) tools/bench-aa.sh
 
 kselftest: deps
 	@$(MARK_OUT) && OUT=$(call q,$(OUT)) PYTHON=$(call q,$(PYTHON)) KERNEL=$(call q,$(KERNEL)) \

@@ -81,6 +81,9 @@ COMMANDS = (
             help=f'fetch QEMU {release.SERIES[0]}.{release.SERIES[1]} from Debian '
             f'{release.SUITE} into the cache (not installed); print its bin dir',
             tree=False, out=False),
+    Command(name='aa-report', fn=h.aa_report,
+            help='make bench-aa\'s findings from its A/A reviews in OUT/bench-aa',
+            tree=False, numbers=('alpha',)),
     Command(name='defaults', fn=h.show_defaults,
             help='every option\'s default, as make help shows them', tree=False, out=False),
     Command(name='out', fn=h.out,

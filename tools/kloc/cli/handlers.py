@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kloc import defaults, paths, progress
-from kloc.bench import compare, interleave, single
+from kloc.bench import aa, compare, interleave, single
 from kloc.kunitpy import known, report as kunit_report, runner, suites
 from kloc.lava import device as lava_device, lab as lava_lab, workflow as lava_workflow
 from kloc.mutants import mutants
@@ -256,6 +256,7 @@ def registry(args: argparse.Namespace) -> int:
         'default': lambda: kernels.DEFAULT,
         'newest': lambda: kernels.NEWEST,
         'alpha': lambda: defaults.value('alpha', 'review'),
+        'review-counted': lambda: defaults.value('counted', 'review'),
         'known-failures': lambda: ' '.join(k.name for k in known.for_kernel(args.arch)),
         'make-test-kernels': lambda: ' '.join(k.series for k in kernels.KERNELS
                                               if k.in_make_test),
@@ -275,6 +276,17 @@ def fetch_source(args: argparse.Namespace) -> int:
     if not series:
         series, suite = archive.newest(cache_dir(), args.major)
     print(archive.fetch_source(cache_dir(), series, suite or 'sid'))
+    return 0
+
+
+def aa_report(args: argparse.Namespace) -> int:
+    """make bench-aa's findings from its A/A reviews in OUT/bench-aa: printed, and
+    written to OUT/bench-aa/report.txt."""
+    root = _out_dir(args) / 'bench-aa'
+    text = aa.report(aa.collect(root), args.alpha)
+    write_text(root / 'report.txt', text)
+    print(text, end='')
+    print(f'Report: {root}/report.txt')
     return 0
 
 

@@ -181,7 +181,7 @@ def fetch_source(sp: argparse.ArgumentParser) -> None:
                     help='where --series comes from (default sid)')
 
 
-REGISTRY_FACTS = ('kernels', 'default', 'newest', 'alpha', 'make-test-kernels',
+REGISTRY_FACTS = ('kernels', 'default', 'newest', 'alpha', 'review-counted', 'make-test-kernels',
                   'make-test-topologies', 'known-failures', 'packages', 'cross',
                   'lint-objects', 'lava-dictionary')
 

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kloc import progress
+from kloc import filelock, progress
 from kloc.counting import qemu_args, symbols
 from kloc.counting.counts import per_packet, read_counts
 from kloc.counting.errors import CountingError
@@ -111,10 +111,16 @@ def _make(guest: Guest, *targets: str, log: Path) -> None:
 
 
 def build(guest: Guest, logs: Path) -> Path:
-    """Configure and build the guest kernel; return its image."""
+    """Configure and build the guest kernel; return its image. One build of a build dir
+    at a time: a second command (two reviews of one base at once) waits for the first."""
     check(guest)
     bdir = guest.build_dir()
     bdir.mkdir(parents=True, exist_ok=True)
+    with filelock.exclusive(bdir.with_name(bdir.name + '.lock')):
+        return _build(guest, bdir, logs)
+
+
+def _build(guest: Guest, bdir: Path, logs: Path) -> Path:
     frags = fragments(guest.allocator, guest.arch)
     wanted = '\n'.join(p.read_text() for p in frags)
     stamp = bdir / '.kloc-fragments'

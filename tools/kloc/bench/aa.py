@@ -1,0 +1,221 @@
+# SPDX-License-Identifier: GPL-2.0
+"""make bench-aa's findings: how often an A/A review's counted verdict calls a
+difference, each review's raw p, and three checks for a bias between the sides.
+
+Each A/A review is a folder OUT/bench-aa/<i>/review/<name>/ written by make
+review: review.json (the verdict, each figure's raw and Holm p) and
+counted.jsonl (every counted boot, in the order it ran). A review is either
+of one image on both sides (AA=1) or of a comment-only patch (two builds
+that differ in their build stamp only). Under the null both kinds call a
+difference at most ALPHA of the time.
+
+The bias checks pool every boot of every review, each as its per cent
+difference from its own review's mean (so that reviews run at other times
+do not mix their levels in):
+- boot order: in the reviews of one image, the second boot of each A B pair
+  against the first (a one-sample t-test of the pair differences);
+- the builds: the pair differences of the comment-only reviews against those
+  of the one-image reviews (Welch's t);
+- drift: the slope of a boot's value over its position in its review (an
+  ordinary regression): a drift in time favours the side that boots later.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from kloc.bench import metrics, stats
+from kloc.errors import KlocError
+
+
+class AaError(KlocError):
+    """No A/A review to read."""
+
+
+# The verdict's figures, as review.json and counted.jsonl name them.
+PRIMARY = tuple(n for n, v in metrics.COUNTED.items() if v[3])
+
+
+@dataclass(frozen=True)
+class Boot:
+    side: str                       # 'a' or 'b', in the order the boots ran
+    values: dict[str, float]
+
+
+@dataclass(frozen=True)
+class FigureTest:
+    name: str
+    change_pct: float
+    p: float                        # Welch's two-sided p, before Holm
+    p_holm: float
+    verdict: str
+
+
+@dataclass(frozen=True)
+class AaReview:
+    index: int
+    patch: str                      # '' for one image on both sides (AA=1)
+    figures: tuple[FigureTest, ...]
+    boots: tuple[Boot, ...]
+    verdict: str
+
+    def called(self, alpha: float) -> bool:
+        return any(f.p_holm < alpha for f in self.figures)
+
+
+@dataclass(frozen=True)
+class BiasCheck:
+    what: str
+    figure: str
+    mean_pct: float                 # the effect, in per cent of a review's mean
+    n: int                          # pairs or boots behind it
+    p: float
+
+
+def _num(v: object) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
+
+
+def _boots(path: Path) -> tuple[Boot, ...]:
+    out = []
+    for line in path.read_text().splitlines()[1:]:
+        run = json.loads(line)
+        record = run.get('record') or {}
+        counted = record.get('counted') if isinstance(record, dict) else None
+        if run.get('ok') and isinstance(counted, dict):
+            out.append(Boot(str(run['side']), {n: _num(counted.get(n)) for n in PRIMARY}))
+    return tuple(out)
+
+
+def load(folder: Path, index: int) -> AaReview | None:
+    """The A/A review bench-aa wrote under folder (OUT/bench-aa/<i>), or None."""
+    found = sorted(folder.glob('review/*/review.json'))
+    if not found:
+        return None
+    doc = json.loads(found[0].read_text())
+    counted = doc.get('counted') or {}
+    figures = tuple(FigureTest(str(f['figure']), _num(f.get('change_pct')), _num(f['p']),
+                               _num(f['p_holm']), str(f['verdict']))
+                    for f in counted.get('figures', []) if f.get('primary'))
+    patch = (doc.get('patch') or {}).get('file', '')
+    return AaReview(index, Path(str(patch)).name if patch else '', figures,
+                    _boots(found[0].parent / 'counted.jsonl'), str(doc.get('verdict', '')))
+
+
+def collect(root: Path) -> list[AaReview]:
+    """Every finished A/A review under root (OUT/bench-aa), by its number."""
+    if not root.is_dir():
+        raise AaError(f'{root}: no A/A reviews; make bench-aa writes them')
+    out = []
+    for d in sorted((d for d in root.iterdir() if d.name.isdigit()), key=lambda d: int(d.name)):
+        r = load(d, int(d.name))
+        if r is not None and r.figures:
+            out.append(r)
+    if not out:
+        raise AaError(f'{root}: no finished A/A review with counted figures')
+    return out
+
+
+def _relative(r: AaReview, name: str) -> list[tuple[str, float]]:
+    """Each boot's value of name in per cent of the review's mean: (side, value)."""
+    xs = [(b.side, b.values[name]) for b in r.boots if math.isfinite(b.values[name])]
+    mean = sum(v for _, v in xs) / len(xs) if xs else 0.0
+    return [(s, 100 * (v / mean - 1)) for s, v in xs] if mean else []
+
+
+def _pairs(r: AaReview, name: str) -> list[float]:
+    """Second minus first of each pair of boots as they ran (A then B), in per cent."""
+    xs = _relative(r, name)
+    return [xs[i + 1][1] - xs[i][1] for i in range(0, len(xs) - 1, 2)
+            if (xs[i][0], xs[i + 1][0]) == ('a', 'b')]
+
+
+def _one_sample(d: list[float]) -> tuple[float, float]:
+    """Mean and two-sided p of a one-sample t-test against 0."""
+    if len(d) < 2:
+        return math.nan, math.nan
+    mean, sd = sum(d) / len(d), stats.sd(d)
+    if sd == 0:
+        return mean, 1.0 if mean == 0 else 0.0
+    return mean, stats.t_sf2(mean / (sd / math.sqrt(len(d))), len(d) - 1)
+
+
+def _slope(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares slope of y over x and its two-sided p (t with n - 2 df)."""
+    n = len(points)
+    if n < 3:
+        return math.nan, math.nan
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    sxy = sum((x - mx) * (y - my) for x, y in points)
+    if sxx == 0:
+        return math.nan, math.nan
+    b = sxy / sxx
+    resid = sum((y - my - b * (x - mx)) ** 2 for x, y in points)
+    se = math.sqrt(resid / (n - 2) / sxx)
+    return b, (1.0 if b == 0 else 0.0) if se == 0 else stats.t_sf2(b / se, n - 2)
+
+
+def bias_checks(reviews: list[AaReview]) -> list[BiasCheck]:
+    same = [r for r in reviews if not r.patch]
+    built = [r for r in reviews if r.patch]
+    out = []
+    for name in PRIMARY:
+        order = [d for r in same for d in _pairs(r, name)]
+        mean, p = _one_sample(order)
+        out.append(BiasCheck('boot order (B - A, one image)', name, mean, len(order), p))
+        builds = [d for r in built for d in _pairs(r, name)]
+        if len(builds) >= 2 and len(order) >= 2:
+            w = stats.welch(order, builds)
+            out.append(BiasCheck('the builds (patch - one image)', name,
+                                 sum(builds) / len(builds) - sum(order) / len(order),
+                                 len(builds), w.p))
+        points = [(float(i), v) for r in reviews for i, (_, v) in enumerate(_relative(r, name))]
+        slope, p = _slope(points)
+        out.append(BiasCheck('drift (per boot of a review)', name, slope, len(points), p))
+    return out
+
+
+def _binom_tail(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p)."""
+    return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k, n + 1))
+
+
+def _short(name: str) -> str:
+    return metrics.COUNTED[name][2]
+
+
+def report(reviews: list[AaReview], alpha: float) -> str:
+    """The table of reviews, the count of calls, the raw p's and the bias checks."""
+    boots = {len(r.boots) // 2 for r in reviews}
+    lines = [f'bench-aa: {len(reviews)} A/A reviews, the counted verdict '
+             f'({"/".join(map(str, sorted(boots)))} counted boots a side), alpha {alpha:g}',
+             '  one image: AA=1; patch: ' + (next((r.patch for r in reviews if r.patch), '')
+                                             or 'none run'),
+             '', '  #  sides      ' + ''.join(f'{_short(n)[:21]:<22}' for n in PRIMARY)
+             + '  called']
+    for r in reviews:
+        by = {f.name: f for f in r.figures}
+        cells = ''.join(f'{f"{by[n].change_pct:+.3f}% p {by[n].p:.3g}" if n in by else "-":<22}'
+                        for n in PRIMARY)
+        lines.append(f'{r.index:>3}  {"patch" if r.patch else "one image":<9}  {cells}'
+                     f'{"yes" if r.called(alpha) else "no"}')
+    called = sum(r.called(alpha) for r in reviews)
+    n = len(reviews)
+    lines += ['', f'called a significant difference: {called} of {n} (Holm over the '
+              f'{len(PRIMARY)} primary figures; at most {alpha * n:g} expected; '
+              f'P(>= {called} of {n} | rate {alpha:g}) = {_binom_tail(called, n, alpha):.3g})']
+    low = {n: sum(f.p < alpha for r in reviews for f in r.figures if f.name == n)
+           for n in PRIMARY}
+    raw = ', '.join(f'{_short(n)} {k}' for n, k in low.items())
+    lines += [f'raw p < {alpha:g} (before Holm), per figure, of {n}: {raw}', '',
+              'Bias checks, every boot in per cent of its review\'s mean:']
+    for c in bias_checks(reviews):
+        unit = '%/boot' if c.what.startswith('drift') else '%'
+        lines.append(f'  {c.what:<32} {_short(c.figure):<24} {c.mean_pct:>+8.3f}{unit:<7} '
+                     f'n {c.n:<4} p {c.p:.3g}')
+    return '\n'.join(lines) + '\n'
