@@ -291,7 +291,10 @@ class ErrorMessageTest(unittest.TestCase):
                            ('kunit_dir a planted folder', json.dumps(
                                {'kernel': 'linux-6.12.1', 'topology': 'arm64_1n',
                                 'seconds': 1, 'kunit_dir': str(self.tmp / 'tools' / 'testing'
-                                                               / 'kunit')}))):
+                                                               / 'kunit')})),
+                           ('fixes of an unknown failure', json.dumps(
+                               {'kernel': 'linux-6.12.1', 'topology': 'arm64_1n',
+                                'seconds': 1, 'fixes': ['made-up']}))):
             out = self.tmp / f'results-{name.replace(" ", "-")}'
             meta = out / 'kunit' / 'linux-6.12.1' / 'arm64_1n.meta.json'
             meta.parent.mkdir(parents=True)

@@ -11,13 +11,17 @@ is the same kernel with the entry's fix (make known-failures KERNEL=7.2).
 from __future__ import annotations
 
 import dataclasses
+import re
+import tempfile
 import unittest
 import unittest.mock
+from pathlib import Path
 
 from kloc.kunitpy import known, ktap, summary
 from kloc.kunitpy.junit import KunitRun
 from kloc.paths import PACKAGE_ROOT
 from kloc.review import fixcheck
+from kloc.version import KernelVersion
 
 from .helpers import DATA, stock_parser
 
@@ -27,8 +31,8 @@ SMALL = 'ITT of device 1 (32 vectors, 256 bytes) page 1 of 1'
 
 
 def run_of(console: str, kernel: str = 'linux-7.2.13', origin: str = 'debian',
-           topo: str = 'arm64_2n_its1') -> KunitRun:
-    return KunitRun(kernel, topo, ktap.parse(console, stock_parser()), 1.0, origin)
+           topo: str = 'arm64_2n_its1', fixes: tuple[str, ...] = ()) -> KunitRun:
+    return KunitRun(kernel, topo, ktap.parse(console, stock_parser()), 1.0, origin, fixes)
 
 
 class KnownFailuresTest(unittest.TestCase):
@@ -84,6 +88,55 @@ class KnownFailuresTest(unittest.TestCase):
                 self.assertEqual(v.fixed, [])
                 self.assertEqual(len(v.passing_elsewhere), 1)
                 self.assertTrue(summary.ok([run_of(fixed, origin=origin)]))
+
+    def test_any_version_in_the_range_is_explained(self) -> None:
+        """Issue 37, item 4: a KDIR tree of 7.3 (or 6.13) without the fix gets the
+        explanation, not only KERNEL=7.2; one before the range does not."""
+        for kernel in ('linux-6.13', 'linux-7.3', 'linux-7.3.1'):
+            with self.subTest(kernel=kernel):
+                v = known.classify([run_of(STOCK, kernel=kernel, origin='kdir')])
+                self.assertEqual(v.unexpected, [])
+                self.assertEqual(len(v.known), 6)
+        v = known.classify([run_of(STOCK, kernel='linux-6.12.57', origin='kdir')])
+        self.assertEqual(len(v.unexpected), 6)
+
+    def test_a_tree_with_the_fix_gets_no_excuse(self) -> None:
+        name = known.KNOWN[0].name
+        v = known.classify([run_of(STOCK, kernel='linux-7.3', origin='kdir', fixes=(name,))])
+        self.assertEqual(v.known, [])
+        self.assertEqual(len(v.unexpected), 6)
+        # and its passes are what a fixed tree should do: no note
+        fixed = (DATA / 'its-7.2-fixed-arm64_2n_its1.console').read_text()
+        v = known.classify([run_of(fixed, kernel='linux-7.3', origin='kdir', fixes=(name,))])
+        self.assertEqual((v.fixed, v.passing_elsewhere, v.unexpected), ([], [], []))
+
+    def test_whether_a_tree_carries_the_fix(self) -> None:
+        """The fix reverse-applies to a tree that has it, and not to one without: a
+        driver file made of the fix's own hunks, before and after (GNU patch)."""
+        k = known.KNOWN[0]
+        patch = (PACKAGE_ROOT / k.fix).read_text()
+        rel = re.search(r'^\+\+\+ b/(\S+)$', patch, re.MULTILINE)
+        assert rel is not None
+        old, new = [], []
+        for line in patch[rel.end():].split('\n-- \n')[0].splitlines()[1:]:
+            if line.startswith('@@'):
+                continue
+            if not line.startswith('+'):
+                old.append(line[1:])
+            if not line.startswith('-'):
+                new.append(line[1:])
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / rel.group(1)
+            path.parent.mkdir(parents=True)
+            path.write_text('\n'.join(old) + '\n')
+            self.assertFalse(known.carries_fix(k, Path(d)))
+            self.assertEqual(known.fixes_in(Path(d), KernelVersion.parse('7.2')), ())
+            self.assertEqual(path.read_text(), '\n'.join(old) + '\n', 'the check wrote it')
+            path.write_text('\n'.join(new) + '\n')
+            self.assertTrue(known.carries_fix(k, Path(d)))
+            self.assertEqual(known.fixes_in(Path(d), KernelVersion.parse('7.2')), (k.name,))
+            # a version outside the range has no known failure to carry a fix of
+            self.assertEqual(known.fixes_in(Path(d), KernelVersion.parse('6.12')), ())
 
     def test_a_crash_is_never_known(self) -> None:
         cut = STOCK.index('    # its_kunit_itts_on_their_its_node: EXPECTATION FAILED')

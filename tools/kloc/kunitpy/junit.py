@@ -16,6 +16,7 @@ class KunitRun:
     doc: Document
     seconds: float = 0.0
     origin: str = 'kdir'     # the tree: 'debian' (stock), 'kdir', 'review', 'mutant'
+    fixes: tuple[str, ...] = ()  # the known failures (known.py) whose fix the tree has
 
 
 def _case(parent: ET.Element, classname: str, name: str, status: Status,

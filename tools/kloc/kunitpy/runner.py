@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kloc import progress
-from kloc.kunitpy import diagnostics, ktap, suites
+from kloc.kunitpy import diagnostics, known, ktap, suites
 from kloc.qemu import arches, topology
 from kloc.atomicfile import write_text
 from kloc.kunitpy.junit import KunitRun
@@ -255,7 +255,8 @@ def exec_env(cache: Path) -> dict[str, str]:
     return env
 
 
-def run_topology(job: Job, name: str) -> KunitRun:
+def run_topology(job: Job, name: str, fixes: tuple[str, ...] = ()) -> KunitRun:
+    """fixes: the known failures whose fix the tree has (known.fixes_in())."""
     topo = topology.get(name)
     out = job.out_dir
     build_dir = job.build_dir(topo.arch)
@@ -277,7 +278,7 @@ def run_topology(job: Job, name: str) -> KunitRun:
     write_text(meta, json.dumps(
         {'kernel': job.tree.label, 'topology': name, 'seconds': round(seconds, 2),
          'kunit_py_exit': rc, 'kunit_dir': str(ktap.kunit_dir(job.parser_tree.path)),
-         'origin': job.tree.origin},
+         'origin': job.tree.origin, 'fixes': list(fixes)},
         indent=1) + '\n')
     result = load_run(meta, job.parser_tree)
     c = result.doc.counts()
@@ -292,6 +293,7 @@ def run_topology(job: Job, name: str) -> KunitRun:
 # whole only when it is a regular file this small, and every field is checked.
 META_MAX = 1 << 16
 ORIGINS = ('debian', 'kdir', 'review', 'mutant')
+KNOWN_NAMES = frozenset(k.name for k in known.KNOWN)
 _LABEL = re.compile(r'linux-[0-9]{1,4}\.[0-9]{1,4}(?:\.[0-9]{1,6})?', re.ASCII)
 _SERIES_DIR = re.compile(r'linux-[0-9]{1,4}\.[0-9]{1,4}', re.ASCII)
 # The cache's record of the trees whose kunit.py parser kloc read runs with, one
@@ -340,6 +342,11 @@ def read_meta(meta: Path) -> dict[str, Any]:
              and not isinstance(m['kunit_py_exit'], bool), 'an exit code')
     if 'origin' in m:
         want('origin', m['origin'] in ORIGINS, 'one of ' + ', '.join(ORIGINS))
+    if 'fixes' in m:
+        fixes = m['fixes']
+        want('fixes', isinstance(fixes, list) and all(
+            isinstance(f, str) and f in KNOWN_NAMES for f in fixes),
+            'a list of known failures\' names')
     if 'kunit_dir' in m:
         want('kunit_dir', isinstance(m['kunit_dir'], str) and '\0' not in m['kunit_dir']
              and os.path.isabs(m['kunit_dir']), 'an absolute path')
@@ -415,7 +422,7 @@ def load_run(meta: Path, tree: Tree | None = None) -> KunitRun:
     if doc.found:
         doc.suites.append(check_topology(doc, topology.get(m['topology'])))
     return KunitRun(m['kernel'], m['topology'], doc, float(m['seconds']),
-                    m.get('origin', 'kdir'))
+                    m.get('origin', 'kdir'), tuple(m.get('fixes', ())))
 
 
 def load_runs(kunit_out: Path) -> list[KunitRun]:
@@ -447,10 +454,11 @@ def run(job: Job) -> list[KunitRun]:
     new.mkdir(parents=True)
     trial = dataclasses.replace(job, out_dir=new)
     runs = []
+    fixes = known.fixes_in(job.tree.path, job.tree.version)
     for arch in trial.arches():
         build(trial, arch)
         probe_kvm(trial, arch)
-        runs += [run_topology(trial, t) for t in trial.of_arch(arch)]
+        runs += [run_topology(trial, t, fixes) for t in trial.of_arch(arch)]
     if os.path.lexists(job.out_dir):
         os.rename(job.out_dir, old)
     os.rename(new, job.out_dir)

@@ -52,11 +52,11 @@ def still_failing(runs: list[KunitRun], k: known.KnownFailure) -> list[str]:
 
 def entries_of(tree: Tree) -> list[known.KnownFailure]:
     """The tree's known failures; FixCheckError if there are none to check here."""
-    entries = known.for_kernel(tree.version.series)
+    entries = known.for_version(tree.version)
     if not entries:
-        raise FixCheckError(f'Linux {tree.version.series} has no known upstream failures '
-                            '(tools/kloc/kunitpy/known.py): nothing to check; those of '
-                            + ', '.join(sorted({k.kernel for k in known.KNOWN})) + ' are')
+        raise FixCheckError(f'Linux {tree.version} has no known upstream failures '
+                            '(tools/kloc/kunitpy/known.py): nothing to check; they are in '
+                            + ', '.join(sorted({k.range() for k in known.KNOWN})))
     if tree.origin != 'debian':
         raise FixCheckError(f'{tree.path} is a KDIR tree: the known failures are those of '
                             'the stock kernel; use KERNEL= instead of KDIR=')
@@ -83,7 +83,7 @@ def render(checks: list[FixCheck]) -> str:
     lines = []
     for c in checks:
         k = c.failure
-        lines.append(f'{k.name} (Linux {k.kernel}): {k.reason}')
+        lines.append(f'{k.name} (Linux {k.range()}): {k.reason}')
         lines.append(f'  write-up: {k.doc}; fix: {k.fix}')
         lines.append(f'  stock kernel: {len(c.stock.known)} cases fail as known'
                      + (f', {len(c.stock.unexpected)} fail otherwise' if c.stock.unexpected
