@@ -475,6 +475,69 @@ class Report(unittest.TestCase):
                       v)
 
 
+class MailOrder(unittest.TestCase):
+    """Issue 37, item 5: the mail leads with the verdict and the figures that carry it,
+    then KUnit's status changes, then (where a cache figure moved) the contended
+    lines; the QEMU command line and the tables come after, as details."""
+
+    def test_the_2008_layout_leads_with_false_sharing(self) -> None:
+        doc = json.loads((DATA / 'review-2008-counted.json').read_text())
+        side: dict[str, list[dict[str, object]]] = {'a': [], 'b': []}
+        for boot in doc['boots']:
+            side[boot['side']].append({'counted': boot['counted']})
+        counted = metrics.compare(side['a'], side['b'], 0.05, kind='counted')
+        base = Tree(Path('/t/linux-7.2/src'), debian_tree('6.12').version, 'debian')
+        with tempfile.TemporaryDirectory() as tmp:
+            store = open_store(Path(tmp) / 'counted.jsonl', {'test': '2008'})
+            o = review.ReviewOutcome(
+                base, base, patch_input.load(NOOP), diffs=timed_diffs(3, 1.0),
+                kunit_changes=[review.StatusChange('arm64_2n_its1', 'a.b.c', 'PASS', 'FAIL')],
+                kunit_totals={'base': {'PASS': 3}, 'patched': {'PASS': 2, 'FAIL': 1}},
+                qemu_command=['qemu-system-x86_64', '-machine', 'pc'],
+                counted=counted_runs.CountedResult(5, counted, store,
+                                                   doc['contended_lines']))
+            opts = review.ReviewOptions(('arm64_2n_its1',), 'x86_64_2n', 10, 1.0, 0.05, 60,
+                                        2, Path(tmp), counted=5)
+            text = reporting.render(o, opts)
+        lines = text.splitlines()
+        at = {what: next(i for i, line in enumerate(lines) if line.startswith(what))
+              for what in ('Verdict: regression', '  false-shared accesses',
+                           'KUnit status changes (1)', 'Most contended cache lines',
+                           'patched:', 'Details', '  $ qemu-system-x86_64',
+                           'Counted figures')}
+        self.assertLess(at['Verdict: regression'], 8, text)
+        order = sorted(at, key=at.__getitem__)
+        self.assertEqual(order, list(at), text)
+        self.assertIn('loopback_xmit', '\n'.join(lines[at['patched:']:at['Details']]))
+        # the contended lines are shown once
+        self.assertEqual(text.count('Most contended cache lines'), 1, text)
+        self.assertTrue(all(len(line) <= reporting.WIDTH for line in lines), text)
+
+    def test_no_cache_figure_moved_no_lines_up_front(self) -> None:
+        counted = metrics.compare(NOOP_A, NOOP_B, 0.05, kind='counted')
+        base = Tree(Path('/t/linux-6.12/src'), debian_tree('6.12').version, 'debian')
+        with tempfile.TemporaryDirectory() as tmp:
+            store = open_store(Path(tmp) / 'counted.jsonl', {'test': 'noop'})
+            o = review.ReviewOutcome(base, base, patch_input.load(NOOP),
+                                     diffs=timed_diffs(3, 1.0),
+                                     counted=counted_runs.CountedResult(
+                                         3, counted, store, {'base': 'T1', 'patched': 'T2'}))
+            opts = review.ReviewOptions(('arm64_2n_its1',), 'x86_64_2n', 7, 1.0, 0.05, 60, 2,
+                                        Path(tmp), kunit=False, counted=3)
+            text = reporting.render(o, opts)
+        lines = text.splitlines()
+        verdict = next(i for i, line in enumerate(lines) if line.startswith('Verdict: '))
+        details = lines.index('Details')
+        # every judged (counted, primary) figure under the verdict, none moved
+        lead = '\n'.join(lines[verdict:details])
+        for d in counted:
+            if d.figure.primary:
+                self.assertIn(f'  {d.figure.short[:23]} ', lead)
+        self.assertTrue(all(len(line) <= reporting.WIDTH for line in lines), text)
+        self.assertLess(details, text.splitlines().index('Most contended cache lines, one '
+                                                         'thread per CPU, last counted boot'))
+
+
 class HonestVerdicts(unittest.TestCase):
     """Issue 25, item 4: the review's verdict needs significance and a change of interest,
     and a comment-only patch is no change, not a request for more runs."""

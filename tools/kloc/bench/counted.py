@@ -79,11 +79,15 @@ def run(plan: interleave.AbPlan, alpha: float, mde_pct: float) -> CountedResult:
     return CountedResult(plan.counted, diffs, store, lines)
 
 
-def report(result: CountedResult, a: str, b: str, alpha: float) -> str:
-    """The counted figures' table and the attribution, for a text report."""
+def report(result: CountedResult, a: str, b: str, alpha: float,
+           attribution: bool = True) -> str:
+    """The counted figures' table and (attribution) the contended lines, for a text
+    report."""
     lines = [f'Counted figures: {result.runs} boots a side under the QEMU plugin', '',
-             tables.render(result.diffs, a, b, alpha).rstrip('\n'), '',
-             'Most contended cache lines, one thread per CPU, last counted boot', '']
+             tables.render(result.diffs, a, b, alpha).rstrip('\n')]
+    if not attribution:
+        return '\n'.join(lines) + '\n'
+    lines += ['', 'Most contended cache lines, one thread per CPU, last counted boot', '']
     for label, table in result.attribution.items():
         lines += [f'{label}:', table, '']
     return '\n'.join(lines)

@@ -63,6 +63,21 @@ def render(o: ReviewOutcome, opts: ReviewOptions) -> str:
     lines += [
               f'Patched: Linux {o.patched.version}, base + the patch'
               if not opts.aa else 'Patched: the same kernel (A/A)', '']
+    # First what a maintainer acts on: the verdict, the figures that carry it,
+    # KUnit's status changes, the contended lines where a cache figure moved.
+    verdict = overall(all_diffs(o), len(o.kunit_changes), opts.bench,
+                      opts.kunit and not opts.aa)
+    lines += [f'Verdict: {verdict}{its_verdict(o)}.'] + _carrying(o) + ['']
+    if opts.kunit and not opts.aa:
+        lines += _status_changes(o) + ['']
+    cache_moved = _cache_moved(o)
+    if cache_moved:
+        lines += ['Most contended cache lines (one thread per CPU, the last counted boot '
+                  f'of each side), as {" and ".join(cache_moved)} moved:', '']
+        assert o.counted is not None
+        for label, table in o.counted.attribution.items():
+            lines += [f'{label}:'] + table.splitlines() + ['']
+    lines += ['Details', '']
     if opts.kunit and not opts.aa:
         lines.append(f'KUnit: every suite, on {len(opts.topologies)} topologies:')
         lines += textwrap.wrap(', '.join(opts.topologies), WIDTH, initial_indent='  ',
@@ -71,28 +86,56 @@ def render(o: ReviewOutcome, opts: ReviewOptions) -> str:
             t = o.kunit_totals.get(side, {})
             lines.append(f'  {side:<8} ' + ', '.join(f'{v} {k.lower()}'
                                                      for k, v in sorted(t.items())))
-        if o.kunit_changes:
-            lines.append(f'  Status changes ({len(o.kunit_changes)}):')
-            for c in o.kunit_changes:
-                lines.append(f'  {c.topology}: {c.base} -> {c.patched}')
-                lines += textwrap.wrap(c.case, WIDTH, initial_indent='    ',
-                                       subsequent_indent='      ')
-        else:
-            lines.append('  Status changes: none')
         lines.append('')
     if opts.bench:
-        lines += _bench_lines(o, opts)
+        lines += _bench_lines(o, opts, not cache_moved)
     else:
         lines += ['Loopback benchmark: not run (BENCH=0)']
     if o.its:
         lines += [''] + _its_lines(o, opts)
-    verdict = overall(all_diffs(o), len(o.kunit_changes), opts.bench,
-                      opts.kunit and not opts.aa)
-    lines += ['', f'Verdict: {verdict}{its_verdict(o)}.']
     lines = [line for block in lines for line in
              (textwrap.wrap(block, WIDTH, subsequent_indent='  ') if len(block) > WIDTH
               else [block])]
     return '\n'.join(lines) + '\n'
+
+
+def _carrying(o: ReviewOutcome) -> list[str]:
+    """The judged figures that moved (significant), else every judged primary figure:
+    one line each, base -> patched, the change and Holm's p."""
+    judged = [d for d in tables.judged(all_diffs(o)) if d.figure.primary]
+    moved = [d for d in judged if d.verdict in ('higher', 'lower', 'small')]
+    out = []
+    for d in moved or judged:
+        if d.absolute is not None:
+            change = f'{d.absolute.change:+.2g}/packet'
+        else:
+            change = f'{d.change_pct:+.2f}%'
+        p = 'p < 0.0001' if d.p_adjusted < 1e-4 else f'p {d.p_adjusted:.2g}'
+        out.append(f'  {d.figure.short[:23]:<23} {d.a.median:>7.4g} -> {d.b.median:<7.4g} '
+                   f'{change}, {p}')
+    return out
+
+
+def _status_changes(o: ReviewOutcome) -> list[str]:
+    if not o.kunit_changes:
+        return ['KUnit status changes: none']
+    lines = [f'KUnit status changes ({len(o.kunit_changes)}):']
+    for c in o.kunit_changes:
+        lines.append(f'  {c.topology}: {c.base} -> {c.patched}')
+        lines += textwrap.wrap(c.case, WIDTH, initial_indent='    ',
+                               subsequent_indent='      ')
+    return lines
+
+
+# The counted figures of cache-line sharing: where one moved, the contended lines lead.
+CACHE_FIGURES = ('fcontended_pkt_all', 'fsharing_pkt_all')
+
+
+def _cache_moved(o: ReviewOutcome) -> list[str]:
+    if not o.counted:
+        return []
+    return [d.figure.short for d in o.counted.diffs
+            if d.figure.name in CACHE_FIGURES and d.verdict in ('higher', 'lower', 'small')]
 
 
 def its_verdict(o: ReviewOutcome) -> str:
@@ -136,7 +179,7 @@ def _its_lines(o: ReviewOutcome, opts: ReviewOptions) -> list[str]:
     return lines
 
 
-def _bench_lines(o: ReviewOutcome, opts: ReviewOptions) -> list[str]:
+def _bench_lines(o: ReviewOutcome, opts: ReviewOptions, attribution: bool = True) -> list[str]:
     frags = ' + '.join(p.name for p in guest.fragments(
         ALLOCATOR, topology.get(opts.bench_topology).arch))
     lines = ['Loopback benchmark: selftests/lo_counters in a guest',
@@ -158,8 +201,8 @@ def _bench_lines(o: ReviewOutcome, opts: ReviewOptions) -> list[str]:
     lines += tables.render(o.diffs, 'base', 'patched', opts.alpha,
                            REVIEW_WORDS).splitlines()
     if o.counted:
-        lines += [''] + counted_runs.report(o.counted, 'base', 'patched',
-                                            opts.alpha).splitlines()
+        lines += [''] + counted_runs.report(o.counted, 'base', 'patched', opts.alpha,
+                                            attribution).splitlines()
     return lines
 
 
