@@ -71,6 +71,17 @@ class RealReleaseTest(unittest.TestCase):
                              capture_output=True, text=True, check=True).stdout.strip()
         self.assertNotIn(str(r.root), out)
 
+    def test_results_name_the_qemu_that_ran(self) -> None:
+        """Issue 37: compare.json and review.json record the QEMU PATH found, by path and
+        version, not the bare name their command line shows."""
+        from kloc.bench import interleave
+        from kloc.qemu import topology
+        r = real_release()
+        with release.using(cache_dir()):
+            used = interleave.qemu_used(topology.get('x86_64_2n'))
+        self.assertEqual(used['binary'], str(r.bin_dir / 'qemu-system-x86_64'))
+        self.assertIn('version 10.0.', used['version'])
+
 
 class TrustTest(unittest.TestCase):
     """A release folder another user could have written is refused, not run as root."""

@@ -91,7 +91,8 @@ def run(tree: Tree, opts: CompareOptions) -> str:
     doc = {'key': store.key, 'runs_per_side': opts.runs, 'alpha': opts.alpha,
            'failed_runs': {opts.a: len(store.failed_runs('a')),
                            opts.b: len(store.failed_runs('b'))},
-           'qemu_command': qemu, 'results_file': str(store.path),
+           'qemu_command': qemu, 'qemu': interleave.qemu_used(plan.topology),
+           'results_file': str(store.path),
            'verdict': tables.verdict(every),
            'figures': tables.to_json(diffs, opts.a, opts.b, opts.alpha),
            'counted': None if not counted else {

@@ -12,6 +12,7 @@ everything already written.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -83,6 +84,13 @@ def qemu_version(topo: Topology) -> str:
     r = subprocess.run([topo.qemu_binary, '--version'], capture_output=True,
                        text=True)
     return r.stdout.splitlines()[0] if r.stdout else 'unknown'
+
+
+def qemu_used(topo: Topology) -> dict[str, str]:
+    """The QEMU a run's command line names, as PATH resolved it when it ran (kloc's
+    private 10.0 comes first on PATH): its path and version, for the results files."""
+    return {'binary': shutil.which(topo.qemu_binary) or topo.qemu_binary,
+            'version': qemu_version(topo)}
 
 
 def prepare(a: tuple[str, guest.Guest], b: tuple[str, guest.Guest], topo: Topology,

@@ -190,6 +190,8 @@ def _bench_lines(o: ReviewOutcome, opts: ReviewOptions, attribution: bool = True
              f'  failed runs (not counted): {o.failed_runs.get("base", 0)} base, '
              f'{o.failed_runs.get("patched", 0)} patched',
              '  QEMU (each run boots a fresh guest):']
+    if o.qemu:
+        lines += [f'  {o.qemu.get("version", "")}', f'  {o.qemu.get("binary", "")}']
     images = {}
     for w in o.qemu_command:
         if w.endswith(('bzImage', '/Image')):
@@ -235,7 +237,8 @@ def to_json(o: ReviewOutcome, opts: ReviewOptions,
                   'changes': [c.__dict__ for c in o.kunit_changes]} if opts.kunit else None,
         'loopback': None if not opts.bench else {
             'topology': opts.bench_topology, 'runs_per_side': opts.runs,
-            'failed_runs': o.failed_runs, 'qemu_command': o.qemu_command, 'key': o.key,
+            'failed_runs': o.failed_runs, 'qemu_command': o.qemu_command, 'qemu': o.qemu,
+            'key': o.key,
             'figures': tables.to_json(o.diffs, 'base', 'patched', opts.alpha)},
         'counted': None if not o.counted else {
             'runs_per_side': o.counted.runs, 'results_file': str(o.counted.store.path),

@@ -93,6 +93,7 @@ class ReviewOutcome:
     counted: counted_runs.CountedResult | None = None
     failed_runs: dict[str, int] = field(default_factory=dict)
     qemu_command: list[str] = field(default_factory=list)
+    qemu: dict[str, str] = field(default_factory=dict)     # interleave.qemu_used()
     key: dict[str, str] = field(default_factory=dict)
     reused: bool = False
     # Files of the base tree with uncommitted edits (hand edits of managed
@@ -271,3 +272,4 @@ def _bench(base: Tree, patched: Tree, patch: PatchInfo | None, opts: ReviewOptio
     outcome.failed_runs = {'base': len(store.failed_runs('a')),
                            'patched': len(store.failed_runs('b'))}
     outcome.qemu_command = guest.qemu_command(ga, plan.a.initrd, topo)
+    outcome.qemu = interleave.qemu_used(topo)
