@@ -59,7 +59,7 @@ NUMBERS = $(call opt,--timeout,$(TIMEOUT)) $(call opt,--runs,$(RUNS)) \
 help:
 	@echo 'kloc: kernel locality tests (see README.md)'
 	@echo
-	@echo '  make run         KUnit on every topology, the mutants, the kselftest; the summary'
+	@echo '  make run         the whole mission: KUnit, mutants, kselftest, SLUB vs SLAB on 6.1, the ITS path'
 	@echo "  make test        the package's own tests, lint, and KUnit on $$($(KLOC) registry make-test-kernels)"
 	@echo
 	@echo '  make deps        install missing Debian packages (as root), or list them'
@@ -166,17 +166,10 @@ report:
 	@$(KLOC) report --out $(call q,$(OUT))
 
 # Every step runs; the summary comes last; the exit code says if any failed.
+# The whole mission, each part as its own command (tools/kloc/run/): one screen, run.json.
 run: deps
-	@rc=0; \
-	$(KLOC) kunit $(TREE) --out $(call q,$(OUT)) --jobs $(call q,$(JOBS)) \
-		$(call opt,--timeout,$(TIMEOUT)) $(call opt,--topologies,$(TOPOLOGIES)) \
-		>/dev/null || rc=1; \
-	$(KLOC) mutants $(TREE) --out $(call q,$(OUT)) --jobs $(call q,$(JOBS)) \
-		$(call opt,--timeout,$(TIMEOUT)) || rc=1; \
-	{ $(MARK_OUT) && OUT=$(call q,$(OUT)) PYTHON=$(call q,$(PYTHON)) KERNEL=$(call q,$(KERNEL)) \
-		tools/kselftest-host.sh >/dev/null; } || rc=1; \
-	echo; $(KLOC) report --out $(call q,$(OUT)) || rc=1; \
-	exit $$rc
+	@$(KLOC) run $(TREE) --out $(call q,$(OUT)) --jobs $(call q,$(JOBS)) \
+		$(call opt,--timeout,$(TIMEOUT)) $(call opt,--topologies,$(TOPOLOGIES))
 
 check-tools:
 	@cd tools && $(call q,$(PYTHON)) -m tests.run --jobs $(call q,$(JOBS)) $(if $(filter 1,$(V)),-v)

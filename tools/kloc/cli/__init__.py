@@ -81,6 +81,10 @@ COMMANDS = (
             help=f'fetch QEMU {release.SERIES[0]}.{release.SERIES[1]} from Debian '
             f'{release.SUITE} into the cache (not installed); print its bin dir',
             tree=False, out=False),
+    Command(name='run', fn=h.run_all,
+            help='the whole mission: KUnit, the mutants, the kselftest, SLUB against SLAB, '
+            'the ITS interrupt path; one screen and OUT/run.json', numbers=('jobs',),
+            extra=o.run, qemu=True),
     Command(name='aa-report', fn=h.aa_report,
             help='make bench-aa\'s findings from its A/A reviews in OUT/bench-aa',
             tree=False, numbers=('alpha',)),

@@ -18,6 +18,7 @@ from kloc.mutants import mutants
 from kloc.its.model import check_penalty
 from kloc.qemu import arches, release, topology
 from kloc.review import fixcheck, workflow as review_workflow
+from kloc.run import main as run_main, parts as run_parts
 from kloc.review.review import its_asked
 from kloc.series import changes, install, mail, planning
 from kloc.series.treefiles import Faults
@@ -277,6 +278,17 @@ def fetch_source(args: argparse.Namespace) -> int:
         series, suite = archive.newest(cache_dir(), args.major)
     print(archive.fetch_source(cache_dir(), series, suite or 'sid'))
     return 0
+
+
+def run_all(args: argparse.Namespace) -> int:
+    """make run: every part of the mission (run/parts.py), each as its own command; one
+    screen at the end, and OUT/run.json."""
+    where = run_parts.Where(kernel=args.kernel, kdir=args.kdir, jobs=args.jobs,
+                            timeout=args.timeout, topologies=args.topologies)
+    out = _out(args).resolve()
+    outcomes = run_main.run(where, out, cache_dir())
+    print(run_main.screen(outcomes, out), end='')
+    return 0 if all(o.ok for o in outcomes) else 1
 
 
 def aa_report(args: argparse.Namespace) -> int:

@@ -154,6 +154,12 @@ def review(sp: argparse.ArgumentParser) -> None:
     _lab(sp)
 
 
+def run(sp: argparse.ArgumentParser) -> None:
+    topologies(sp)
+    sp.add_argument('--timeout', type=defaults.number('timeout', 'run'), default=None,
+                    help='seconds a boot may take (default: each part\'s own; make: TIMEOUT=)')
+
+
 def lava(sp: argparse.ArgumentParser) -> None:
     topologies(sp)
     sp.add_argument('--timeout', type=defaults.number('timeout', 'lava'), default=None,

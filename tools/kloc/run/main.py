@@ -1,0 +1,163 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Run every part of make run (parts.py), each as its own command, so that one that
+fails (or crashes) leaves the others to run; keep each one's output in
+OUT/run/<part>.log while showing its progress; then write OUT/run.json and print one
+screen: a line or two per part, its verdict and where its details are.
+
+A second run reuses what is built (every build is incremental) and measures again:
+a comparison that finished is moved to <folder>.prev first, so its boots are
+re-run, not resumed. Each part's line says which kernel images it rebuilt; none
+means every kernel it booted was reused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from kloc import progress
+from kloc.atomicfile import write_text
+from kloc.paths import PACKAGE_ROOT
+from kloc.run import parts as run_parts
+
+FORMAT = 'kloc-run-v1'
+
+
+@dataclass(frozen=True)
+class Outcome:
+    name: str
+    title: str
+    ok: bool
+    exit: int
+    verdict: str
+    seconds: float
+    log: str                        # its whole output
+    details: str                    # where its results are, under OUT
+    command: str                    # the make command that reproduces it alone
+    built: tuple[str, ...]          # kernel images it (re)built; () : all reused
+
+
+def _images(cache: Path) -> dict[str, float]:
+    """Every kernel image kloc built in the cache, by path: its mtime."""
+    out = {}
+    for p in cache.glob('*/*/*/arch/*/boot/*Image'):
+        try:
+            out[str(p.relative_to(cache))] = p.stat().st_mtime
+        except OSError:
+            continue
+    return out
+
+
+def _short(rel: str) -> str:
+    """trees/linux-6.12/guest-x86_64-slub/arch/x86/boot/bzImage -> linux-6.12
+    guest-x86_64-slub."""
+    bits = rel.split('/')
+    return f'{bits[1]} {bits[2]}'
+
+
+def _fresh_compare(out: Path) -> None:
+    """A finished comparison moves aside: make run measures again, it does not resume."""
+    d = run_parts.compare_dir(out)
+    if d is None or not (d / 'compare.json').exists():
+        return
+    prev = d.with_name(d.name + '.prev')
+    if prev.is_dir() and not prev.is_symlink():
+        shutil.rmtree(prev)
+    os.rename(d, prev)
+    progress.say(f'compare: the last finished comparison moved to {prev}; measuring again')
+
+
+def run_part(p: run_parts.Part, out: Path, cache: Path, env: dict[str, str]) -> Outcome:
+    logs = out / 'run'
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f'{p.name}.log'
+    if p.script:
+        cmd = [str(PACKAGE_ROOT / 'tools' / p.argv[0]), *p.argv[1:]]
+    else:
+        cmd = [sys.executable, '-m', 'kloc', *p.argv, '--out', str(out)]
+    before = _images(cache)
+    start = time.monotonic()
+    progress.say(f'{p.name}: {p.title} ({p.make}); its output in {log}')
+    text: list[str] = []
+    with open(log, 'w', encoding='utf-8', errors='replace') as f:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, errors='replace', env=env, cwd=PACKAGE_ROOT)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            f.write(line)
+            f.flush()
+            text.append(line)
+            if line.startswith('[kloc '):       # progress lines: shown as they come
+                sys.stderr.write(f'  {p.name}: {line}')
+        rc = proc.wait()
+    after = _images(cache)
+    built = tuple(sorted(_short(k) for k, t in after.items() if before.get(k) != t))
+    verdict = p.verdict(out, ''.join(text))
+    return Outcome(p.name, p.title, rc == 0, rc, verdict, round(time.monotonic() - start, 1),
+                   str(log), str(out / p.details), p.make, built)
+
+
+def environment(where: run_parts.Where, out: Path) -> dict[str, str]:
+    """The parts' environment: kloc on PYTHONPATH, and OUT, KERNEL or KDIR for the
+    script parts."""
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT / 'tools'), PYTHON=sys.executable,
+               OUT=str(out))
+    if where.kdir:
+        env['KDIR'] = where.kdir
+    else:
+        env['KERNEL'] = where.kernel
+    return env
+
+
+def run(where: run_parts.Where, out: Path, cache: Path) -> list[Outcome]:
+    env = environment(where, out)
+    outcomes = []
+    todo = run_parts.plan(where)
+    for k, p in enumerate(todo, 1):
+        progress.say(f'part {k} of {len(todo)}: {p.name}')
+        if p.name == 'compare':
+            _fresh_compare(out)
+        outcomes.append(run_part(p, out, cache, env))
+        write_json(out, where, outcomes)
+    return outcomes
+
+
+def _qemu() -> str:
+    try:
+        r = subprocess.run(['qemu-system-x86_64', '--version'], capture_output=True,
+                           text=True)
+    except FileNotFoundError:
+        return 'not found'
+    return r.stdout.splitlines()[0] if r.stdout else 'unknown'
+
+
+def write_json(out: Path, where: run_parts.Where, outcomes: list[Outcome]) -> Path:
+    """OUT/run.json: what ran, where, and each part's outcome (rewritten after each
+    part, so an interrupted run keeps those that finished)."""
+    doc = {'format': FORMAT, 'tree': where.make_tree(),
+           'machine': {'host': platform.node(), 'kernel': platform.release(),
+                       'cpus': os.cpu_count(), 'arch': platform.machine()},
+           'qemu': _qemu(), 'ok': all(o.ok for o in outcomes),
+           'parts': [asdict(o) for o in outcomes]}
+    path = out / 'run.json'
+    write_text(path, json.dumps(doc, indent=1) + '\n')
+    return path
+
+
+def screen(outcomes: list[Outcome], out: Path) -> str:
+    """One screen: per part, PASS or FAIL, its verdict, what it rebuilt, where it is."""
+    lines = ['', f'make run: {sum(o.ok for o in outcomes)} of {len(outcomes)} parts passed', '']
+    for o in outcomes:
+        built = f'rebuilt {", ".join(o.built)}' if o.built else 'kernels reused'
+        lines.append(f'{"PASS" if o.ok else "FAIL"}  {o.name:<18} {o.seconds:>7.0f} s  {built}')
+        lines.append(f'      {o.verdict}')
+        lines.append(f'      details: {o.details}; log: {o.log}')
+    lines += ['', f'All of it: {out}/run.json']
+    return '\n'.join(lines) + '\n'
