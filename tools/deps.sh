@@ -45,6 +45,8 @@ DEPS=(
 	"pkg-config pkg-config"
 	# tests/test_plot.py renders the review and compare plots to PNG with it
 	"librsvg2-bin rsvg-convert"
+	# tests render report.html in a real browser, headless (--dump-dom, --screenshot)
+	"chromium chromium"
 	"dpkg-dev dpkg-source"
 	# lava-run (make lava RUN=1, make test); it brings python3-yaml and python3-jinja2,
 	# which make lava uses to write the jobs and render the device.

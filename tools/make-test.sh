@@ -31,6 +31,11 @@ phase() {
 	printf '\n=== make test: %s (at %ds) ===\n' "$name" $((t0 - start))
 	"$@"
 	rc=$?
+	# one JSON line a phase, for report.html (kloc html-report)
+	printf '{"name": "%s", "ok": %s, "exit": %d, "seconds": %d}\n' \
+		"$(printf '%s' "$name" | sed 's/[\\"]/\\&/g')" \
+		"$([ $rc -eq 0 ] && echo true || echo false)" $rc $(($(date +%s) - t0)) \
+		>>"$OUT/phases.jsonl"
 	if [ $rc -eq 0 ]; then
 		passed=$((passed + 1))
 		printf '=== %s: ok in %ds ===\n' "$name" $(($(date +%s) - t0))
@@ -130,6 +135,16 @@ phase "review of a stock-based ITS patch on Linux $default: PASS -> FAIL, comman
 	review_proof
 phase "lint" env OUT="$OUT" PYTHON="$PYTHON" tools/lint.sh
 phase "kunit report (every kernel)" kloc report --out "$OUT"
+# make test's own report.html (its phases, KUnit, the mutants, the ITS path),
+# rendered by headless Chromium; every phase, verdict and figure row of run.json
+# must be in the page it shows (tests/test_report_html.py).
+html_proof() {
+	kloc html-report --out "$OUT" --phases "$OUT/phases.jsonl" \
+		--label "Linux $kernels" || return
+	(cd tools && KLOC_REPORT_OUT="$(realpath "$OUT")" "$PYTHON" -m unittest -v \
+		tests.test_report_html.MakeTestReport)
+}
+phase "report.html in a browser" html_proof
 
 printf '\nmake test finished in %ds' $(($(date +%s) - start))
 [ $failed -eq 0 ] || printf '; failed: %s' "${failures[*]}"

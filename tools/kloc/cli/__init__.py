@@ -85,6 +85,9 @@ COMMANDS = (
             help='the whole mission: KUnit, the mutants, the kselftest, SLUB against SLAB, '
             'the ITS interrupt path; one screen and OUT/run.json', numbers=('jobs',),
             extra=o.run, qemu=True),
+    Command(name='html-report', fn=h.html_report,
+            help='run.json and report.html in OUT from make test\'s phases', tree=False,
+            extra=o.html_report),
     Command(name='aa-report', fn=h.aa_report,
             help='make bench-aa\'s findings from its A/A reviews in OUT/bench-aa',
             tree=False, numbers=('alpha',)),

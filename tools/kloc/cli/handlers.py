@@ -6,6 +6,8 @@ call the one function that does the work, print what it returns."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -145,6 +147,8 @@ def run_mutants(args: argparse.Namespace) -> int:
     outcomes = mutants.run(t, cache_dir(), out, args.jobs, args.timeout)
     text = mutants.render(outcomes)
     write_text(out / 'summary.txt', text)
+    write_text(out / 'mutants.json', json.dumps([dataclasses.asdict(o) for o in outcomes],
+                                                indent=1) + '\n')
     print(text + mutants.verdict(outcomes, out), end='')
     return 0 if mutants.ok(outcomes) else 1
 
@@ -289,6 +293,15 @@ def run_all(args: argparse.Namespace) -> int:
     outcomes = run_main.run(where, out, cache_dir())
     print(run_main.screen(outcomes, out), end='')
     return 0 if all(o.ok for o in outcomes) else 1
+
+
+def html_report(args: argparse.Namespace) -> int:
+    """make test's report: run.json and report.html in OUT from its phases and what they
+    wrote there."""
+    out = _out(args).resolve()
+    doc = run_main.document(args.title, args.label, run_main.phases(Path(args.phases)), out)
+    print(run_main.write(out, doc).with_name('report.html'))
+    return 0
 
 
 def aa_report(args: argparse.Namespace) -> int:

@@ -160,6 +160,12 @@ def run(sp: argparse.ArgumentParser) -> None:
                     help='seconds a boot may take (default: each part\'s own; make: TIMEOUT=)')
 
 
+def html_report(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument('--phases', required=True, help='the phases, one JSON line each')
+    sp.add_argument('--title', default='make test')
+    sp.add_argument('--label', default='', help='what ran, e.g. the kernels')
+
+
 def lava(sp: argparse.ArgumentParser) -> None:
     topologies(sp)
     sp.add_argument('--timeout', type=defaults.number('timeout', 'lava'), default=None,

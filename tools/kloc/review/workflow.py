@@ -14,6 +14,7 @@ from kloc.guests import guest
 from kloc.its import model
 from kloc.qemu import topology
 from kloc.review import patch_input, reporting, review
+from kloc.pages import html as pages_html
 from kloc.review.errors import ReviewError
 from kloc.trees.sources import Tree
 from kloc.paths import require_absolute_out
@@ -101,11 +102,13 @@ def run(p: Prepared) -> str:
     outcome = review.run(p.request.tree, p.patch, opts, p.request.cache, p.checked)
     text = reporting.render(outcome, opts)
     write_text(opts.out / 'report.txt', text)
-    write_text(opts.out / 'review.json', json.dumps(reporting.to_json(outcome, opts),
-                                                    indent=1) + '\n')
-    files = 'report.txt, review.json'
+    doc = reporting.to_json(outcome, opts)
+    write_text(opts.out / 'review.json', json.dumps(doc, indent=1) + '\n')
+    files = 'report.txt, review.json, report.html'
     if opts.bench:
         write_text(opts.out / 'review.svg', plot.render(
             reporting.all_diffs(outcome), 'base', 'patched', reporting.title(outcome, opts)))
         files += f', review.svg; runs in {opts.out}/runs.jsonl'
+    write_text(opts.out / 'report.html', pages_html.render_review(
+        doc, opts.out / 'review.svg' if opts.bench else None))
     return text + f'\nFiles: {opts.out}/' + files + '\n'

@@ -25,7 +25,8 @@ from pathlib import Path
 from kloc import progress
 from kloc.atomicfile import write_text
 from kloc.paths import PACKAGE_ROOT
-from kloc.run import parts as run_parts
+from kloc.pages import html as pages_html
+from kloc.run import parts as run_parts, results
 
 FORMAT = 'kloc-run-v1'
 
@@ -138,17 +139,54 @@ def _qemu() -> str:
     return r.stdout.splitlines()[0] if r.stdout else 'unknown'
 
 
-def write_json(out: Path, where: run_parts.Where, outcomes: list[Outcome]) -> Path:
-    """OUT/run.json: what ran, where, and each part's outcome (rewritten after each
-    part, so an interrupted run keeps those that finished)."""
-    doc = {'format': FORMAT, 'tree': where.make_tree(),
-           'machine': {'host': platform.node(), 'kernel': platform.release(),
-                       'cpus': os.cpu_count(), 'arch': platform.machine()},
-           'qemu': _qemu(), 'ok': all(o.ok for o in outcomes),
-           'parts': [asdict(o) for o in outcomes]}
+def document(title: str, tree: str, parts: list[dict[str, object]],
+             out: Path) -> dict[str, object]:
+    """run.json's content: what ran (title: make run, make test), where, each part's
+    outcome, and what the parts measured, read from OUT (results.py)."""
+    return {'format': FORMAT, 'title': title, 'tree': tree,
+            'machine': {'host': platform.node(), 'kernel': platform.release(),
+                        'cpus': os.cpu_count(), 'arch': platform.machine()},
+            'qemu': _qemu(), 'ok': all(p.get('ok') for p in parts),
+            'parts': parts, 'results': results.gather(out)}
+
+
+def write(out: Path, doc: dict[str, object]) -> Path:
+    """OUT/run.json and OUT/report.html from it."""
     path = out / 'run.json'
     write_text(path, json.dumps(doc, indent=1) + '\n')
+    write_text(out / 'report.html', pages_html.render(doc))
     return path
+
+
+def write_json(out: Path, where: run_parts.Where, outcomes: list[Outcome]) -> Path:
+    """OUT/run.json: what ran, where, each part's outcome and what it measured, and
+    OUT/report.html from it (both rewritten after each part, so an interrupted run
+    keeps those that finished)."""
+    return write(out, document('make run', where.make_tree(),
+                               [asdict(o) for o in outcomes], out))
+
+
+PHASE_KEYS: dict[str, type | tuple[type, ...]] = {'name': str, 'ok': bool, 'exit': int,
+                                                  'seconds': (int, float)}
+
+
+def phases(path: Path) -> list[dict[str, object]]:
+    """make test's phases, one JSON line each (tools/make-test.sh), as parts: a line
+    that is not one make-test.sh could have written is refused (OUT is not trusted)."""
+    out: list[dict[str, object]] = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            p = json.loads(line)
+        except ValueError:
+            p = None
+        if not isinstance(p, dict) or any(not isinstance(p.get(k), t)
+                                          for k, t in PHASE_KEYS.items()):
+            raise run_parts.RunError(f'{path}:{n}: not a phase line of make test')
+        out.append({'name': p['name'], 'title': p['name'], 'ok': p['ok'], 'exit': p['exit'],
+                    'verdict': 'ok' if p['ok'] else f'FAILED (exit {p["exit"]})',
+                    'seconds': p['seconds'], 'log': '', 'details': '',
+                    'command': 'make test', 'built': []})
+    return out
 
 
 def screen(outcomes: list[Outcome], out: Path) -> str:
@@ -159,5 +197,5 @@ def screen(outcomes: list[Outcome], out: Path) -> str:
         lines.append(f'{"PASS" if o.ok else "FAIL"}  {o.name:<18} {o.seconds:>7.0f} s  {built}')
         lines.append(f'      {o.verdict}')
         lines.append(f'      details: {o.details}; log: {o.log}')
-    lines += ['', f'All of it: {out}/run.json']
+    lines += ['', f'All of it: {out}/report.html (from {out}/run.json)']
     return '\n'.join(lines) + '\n'

@@ -19,9 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kloc.errors import KlocError
 from kloc.guests import its_boot
 from kloc.qemu import topology
 from kloc.trees import kernels
+
+
+class RunError(KlocError):
+    """make run's own files are not what it wrote."""
 
 
 @dataclass(frozen=True)
