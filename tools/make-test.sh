@@ -73,7 +73,8 @@ phase "guest of Linux $default" kloc guest --kernel "$default" --out "$OUT"
 # The plugin on that guest, on kloc's QEMU 10 (four vCPUs in one thread, as
 # counted boots run): the test program's patterns counted, every callback's
 # vCPU the running one, checked against the guest's per-CPU base register, and
-# a 1:3 window exact (tests/test_counting.py). Then, in a process of its own on
+# a 1:3 window exact, and the loopback kselftest counted alike by two boots of one
+# seed (tests/test_counting.py). Then, in a process of its own on
 # the system's QEMU 7.2 (where its bounds were set: on QEMU 10 cache.c given
 # half its ways fell inside the bound in one boot of two, docs/measurements.md),
 # its cache against QEMU's contrib/plugins/cache.c: a core's 32 KiB L1, and
@@ -81,7 +82,8 @@ phase "guest of Linux $default" kloc guest --kernel "$default" --out "$OUT"
 # boot, runs with the whole of test_crosscheck).
 phase "kloc-count on the guest of Linux $default" bash -c "cd tools && \
 	KLOC_GUEST_TESTS=x86_64 '$PYTHON' -m unittest tests.test_counting.BootX86 \
-	tests.test_counting.PlacementX86 && KLOC_GUEST_TESTS=x86_64 KLOC_SYSTEM_QEMU=1 \
+	tests.test_counting.PlacementX86 tests.test_counting.SeededX86 && \
+	KLOC_GUEST_TESTS=x86_64 KLOC_SYSTEM_QEMU=1 \
 	'$PYTHON' -m unittest tests.test_crosscheck.Parts tests.test_crosscheck.L1Cache \
 	tests.test_crosscheck.Mismatch"
 # The MSI workload in the default kernel's arm64 guest (built here, the first time),

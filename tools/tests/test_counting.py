@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from kloc.bench import metrics
+from kloc.bench import counted as counted_runs, metrics
 from kloc.counting.counts import (FIGURES, PHASE_ALL, PHASE_SINGLE, Counts, VcpuCounts,
                                   marker_define, parse_counts, per_packet, read_counts)
 from kloc.counting.errors import CountingError
@@ -37,6 +37,8 @@ from kloc.counting.symbols import (describe_line, line_symbols, load_system_map,
 from kloc.guests import guest
 from kloc.paths import cache_dir
 from kloc.qemu import release, topology
+from kloc.trees import kernels
+from kloc.trees.sources import resolve
 
 from .helpers import boot
 
@@ -820,6 +822,43 @@ class _Placement(_Locality):
         self.assertGreater(remote.stores, sweep)
         self.assertGreaterEqual(remote.remote, 2 * sweep)
         self.assertGreaterEqual(local.local, 2 * sweep)
+
+
+class SeededX86(unittest.TestCase):
+    """What varies between counted boots of one kernel is what the guest draws from the
+    host: RDRAND and the RTC's date. With QEMU's -seed and the RTC on the virtual clock
+    (guest.seed_args), two boots with one seed count the same, to the last access, and
+    a boot with another seed counts otherwise: the loopback kselftest in the default
+    kernel's x86_64 guest (make test builds it in the phase before)."""
+
+    def test_one_seed_one_count(self) -> None:
+        guest_tests()
+        with release.using(cache_dir()), tempfile.TemporaryDirectory() as d:
+            tmp = Path(d)
+            tree = resolve(kernels.DEFAULT, '', cache_dir())
+            g = guest.Guest(tree, 'x86_64', 'slub')
+            if not g.image().is_file():
+                missing(f'no built {g.name} (make guest builds it)', 'x86_64')
+            topo = topology.get('x86_64_2n')
+            binary = guest.static_selftest('x86_64', tree.path / 'tools/testing/selftests',
+                                           tmp)
+            plugin, initrd = counted_runs.setup(binary, tmp, 'x86_64')
+            records: list[dict[str, float]] = []
+            for k, seed in enumerate((0, 0, 1)):
+                r = guest.run(g, initrd, topo, int(os.environ.get('TIMEOUT', '300')),
+                              tmp / f'boot-{k}.log', plugin, seed)
+                self.assertTrue(r.ok, f'{r.why}\n{r.console_tail}')
+                assert r.record is not None
+                self.assertEqual(r.record['seed'], seed)
+                counted = r.record['counted']
+                assert isinstance(counted, dict)
+                records.append(counted)
+        first, again, other = records
+        print(f'\nseed 0 twice: {first["insns_pkt_all"]:.3f} insns/packet, '
+              f'{first["fcontended_pkt_all"]:.4f} false-shared accesses; seed 1: '
+              f'{other["insns_pkt_all"]:.3f}, {other["fcontended_pkt_all"]:.4f}', end=' ')
+        self.assertEqual(first, again)
+        self.assertNotEqual(first, other)
 
 
 class BootX86(_Boot):

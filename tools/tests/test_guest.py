@@ -54,6 +54,17 @@ class CountedCommand(unittest.TestCase):
         self.assertNotIn('-icount', timed)
         self.assertNotIn('-plugin', timed)
 
+    def test_a_seed_fixes_the_guests_randomness_and_clock(self) -> None:
+        g = guest.Guest(tree('6.12.57'), 'x86_64', 'slub')
+        topo = topology.get('x86_64_2n')
+        plugin = Plugin(Path('/p/kloc-count.so'), '1:7.2', 1, False)
+        cmd = guest.counted_command(g, Path('/i.gz'), topo, plugin, Path('/c.json'), 3)
+        self.assertEqual(cmd[cmd.index('-seed') + 1], '3')
+        self.assertEqual(cmd[cmd.index('-rtc') + 1], 'base=2026-01-01T00:00:00,clock=vm')
+        plain = guest.counted_command(g, Path('/i.gz'), topo, plugin, Path('/c.json'))
+        self.assertNotIn('-seed', plain)
+        self.assertNotIn('-rtc', plain)
+
     def test_percpu_offsets_from_the_guests_system_map(self) -> None:
         """The register check of the running vCPU gets __per_cpu_offset from the
         guest build's System.map; without one the boot is counted unchecked."""

@@ -59,7 +59,9 @@ class AbPlan:
         assert self.plugin is not None
         return dict(self.key, counted=f'{PLUGIN_NAME} {PLUGIN_VERSION}',
                     plugin=self.plugin.path.parent.name,
-                    selftest_args=' '.join(counted_args()), clock='icount')
+                    selftest_args=' '.join(counted_args()), clock='icount',
+                    randomness=f'QEMU -seed k for pair k, {" ".join(guest.RTC_FIXED)}, '
+                    'build stamp fixed')
 
 
 def selftest_args(seconds: float) -> list[str]:
@@ -185,7 +187,10 @@ def _interleave(plan: AbPlan, store: Store, runs: int,
         log = consoles / f'{n:03d}-{side.label}.log'
         start = time.monotonic()
         initrd = plan.counted_initrd if plugin and plan.counted_initrd else side.initrd
-        r = guest.run(side.guest, initrd, plan.topology, plan.timeout, log, plugin)
+        # Counted: boot k of each side draws the same random numbers (seed k), so the
+        # pair differs by the kernels alone; a failed boot is retried with its seed.
+        r = guest.run(side.guest, initrd, plan.topology, plan.timeout, log, plugin,
+                      have[s] if plugin else None)
         store.append(BenchRun(s, r.ok, round(time.monotonic() - start, 2), r.record, r.why,
                               '' if r.ok else r.console_tail, str(log)))
         done = sum(have.values()) + (1 if r.ok else 0)

@@ -73,7 +73,7 @@ def run(req: Request, g: guest.Guest, topo: topology.Topology,
     plugin, initrd = counted_runs.setup(binary, out, req.arch)
     for k in range(1, req.counted + 1):
         progress.say(f'{g.name}: counted boot {k}/{req.counted} under the QEMU plugin')
-        c = guest.run(g, initrd, topo, req.timeout, out / f'counted-{k}.log', plugin)
+        c = guest.run(g, initrd, topo, req.timeout, out / f'counted-{k}.log', plugin, k - 1)
         if not c.ok or c.record is None:
             emit(f'{g.name}: FAILED COUNTED BOOT: {c.why}\n--- console tail ---\n'
                  f'{c.console_tail}')

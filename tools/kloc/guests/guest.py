@@ -97,6 +97,15 @@ def check_space(where: Path) -> None:
                          'bigger disk')
 
 
+# Every guest kernel carries the same build stamp (Documentation/kbuild/
+# reproducible-builds.rst): the kernel mixes its utsname into its random pool at
+# boot, so two builds of one source (a review's comment-only patch) would draw
+# different numbers from one seed, and count differently, for their dates alone.
+BUILD_STAMP = {'KBUILD_BUILD_TIMESTAMP': '2026-01-01 00:00:00 UTC',
+               'KBUILD_BUILD_USER': 'kloc', 'KBUILD_BUILD_HOST': 'kloc',
+               'KBUILD_BUILD_VERSION': '1'}
+
+
 def _make(guest: Guest, *targets: str, log: Path) -> None:
     cross = arches.get(guest.arch).cross_prefix()
     cmd = ['make', '-C', str(guest.tree.path), f'O={guest.build_dir()}', f'ARCH={guest.arch}',
@@ -104,7 +113,7 @@ def _make(guest: Guest, *targets: str, log: Path) -> None:
     if cross:
         cmd.append(f'CROSS_COMPILE={cross}')
     rc = run_logged(cmd + list(targets), log, f'{guest.name} {" ".join(targets)}',
-                    env=build_env(cache_dir()))
+                    env=dict(build_env(cache_dir()), **BUILD_STAMP))
     if rc:
         raise GuestError(f'{guest.name}: make {" ".join(targets)} failed; '
                          f'{disk_full_hint(log)}last lines of {log}:\n{tail(log)}')
@@ -393,25 +402,43 @@ def check_counted(g: Guest, topo: Topology) -> None:
 COUNTED_SLOWDOWN = 12
 
 
+# A counted boot's randomness, fixed: under icount the guest runs the same way from
+# boot to boot but for what it draws from the host, RDRAND/RDSEED (x86 -cpu max)
+# and the device tree's rng-seed (arm64 virt), and the wall clock it reads from the
+# RTC, which it also mixes into its random pool. QEMU's -seed makes the first
+# deterministic, the RTC on the virtual clock from a fixed date the second: boots
+# with one seed then count the same, to the last access (docs/counting.md, "The
+# guest's randomness, fixed per pair"). Boot k of each side of a comparison gets
+# seed k.
+RTC_FIXED = ['-rtc', 'base=2026-01-01T00:00:00,clock=vm']
+
+
+def seed_args(seed: int) -> list[str]:
+    return ['-seed', str(seed)] + RTC_FIXED
+
+
 def counted_command(guest: Guest, initrd: Path, topo: Topology, plugin: Plugin,
-                    counts: Path) -> list[str]:
-    """A counted boot: TCG with one host thread and icount, the plugin, no KASLR."""
+                    counts: Path, seed: int | None = None) -> list[str]:
+    """A counted boot: TCG with one host thread and icount, the plugin, no KASLR; with
+    seed, the guest's randomness and clock fixed (seed_args)."""
     cmd = qemu_command(guest, initrd, topo, counted=True)
     percpu = symbols.percpu_arg(guest.build_dir() / 'System.map')
-    return qemu_args.counted_command(cmd, plugin.path, counts, extra=percpu) + ICOUNT
+    fixed = seed_args(seed) if seed is not None else []
+    return qemu_args.counted_command(cmd, plugin.path, counts, extra=percpu) + ICOUNT + fixed
 
 
 def run(guest: Guest, initrd: Path, topo: Topology, timeout: int,
-        console_log: Path, plugin: Plugin | None = None) -> RunResult:
+        console_log: Path, plugin: Plugin | None = None, seed: int | None = None) -> RunResult:
     """One boot. With a plugin, a counted boot: the record gets its per-packet
-    figures under 'counted', and the plugin's JSON beside the console.
+    figures under 'counted', and the plugin's JSON beside the console; seed: its
+    randomness and clock fixed (seed_args), and recorded.
     timeout: a timed boot's; a counted boot gets COUNTED_SLOWDOWN times it."""
     counts = console_log.with_name(console_log.stem + '.counts.json')
     if plugin is None:
         cmd = qemu_command(guest, initrd, topo)
     else:
         counts.unlink(missing_ok=True)
-        cmd = counted_command(guest, initrd, topo, plugin, counts)
+        cmd = counted_command(guest, initrd, topo, plugin, counts, seed)
         timeout *= COUNTED_SLOWDOWN
     start = time.monotonic()
     try:
@@ -438,7 +465,7 @@ def run(guest: Guest, initrd: Path, topo: Topology, timeout: int,
                      {'registers': list(ix.check.registers), 'blocks': ix.check.blocks,
                       'disagree': ix.check.disagree, 'unmapped': ix.check.unmapped}}
             record = dict(record, counted=per_packet(c, record), counted_vcpu_index=index,
-                          counts_file=str(counts))
+                          counts_file=str(counts), seed=seed)
         except CountingError as e:
             why = f'counted boot: {e}'
     return RunResult(not why, record, secs, why, '\n'.join(out.splitlines()[-25:]))
