@@ -475,6 +475,23 @@ class Report(unittest.TestCase):
                       v)
 
 
+class SeriesHash(unittest.TestCase):
+    def test_a_copy_of_the_package_elsewhere_hashes_the_same(self) -> None:
+        """The review key's series hash is of the package's files, not of where it sits:
+        a copy (a worktree, another checkout) resumes the same reviews."""
+        code = 'from kloc.review.patched import series_hash; print(series_hash())'
+        here = subprocess.run([sys.executable, '-c', code], cwd=PACKAGE_ROOT / 'tools',
+                              capture_output=True, text=True, check=True).stdout
+        with tempfile.TemporaryDirectory() as d:
+            tar = subprocess.run(['tar', '-C', str(PACKAGE_ROOT), '--exclude=./out',
+                                  '--exclude=./.git', '-cf', '-', '.'],
+                                 capture_output=True, check=True).stdout
+            subprocess.run(['tar', '-C', d, '-xf', '-'], input=tar, check=True)
+            there = subprocess.run([sys.executable, '-c', code], cwd=Path(d) / 'tools',
+                                   capture_output=True, text=True, check=True).stdout
+        self.assertEqual(here, there)
+
+
 class MailOrder(unittest.TestCase):
     """Issue 37, item 5: the mail leads with the verdict and the figures that carry it,
     then KUnit's status changes, then (where a cache figure moved) the contended

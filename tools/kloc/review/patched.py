@@ -16,6 +16,7 @@ import json
 import os
 from pathlib import Path
 
+from kloc.paths import PACKAGE_ROOT
 from kloc.review import copies
 from kloc.review.patch_input import PatchInfo
 from kloc.review.posted import Applied, apply_to, as_posted, stock_reader
@@ -28,13 +29,16 @@ from kloc.trees.sources import Tree
 
 
 def series_hash() -> str:
-    """What the package installs: every hook patch and added file, by content."""
+    """What the package installs: every hook patch and added file, by its path in the
+    package and its content (not where the package sits: a copy of it elsewhere
+    resumes the same reviews)."""
     h = hashlib.sha256()
     for change in changes.load_series():
         files = list(change.patches.values()) + [a.src for a in change.additions]
         h.update(change.name.encode() + b'\0' + change.body.encode())
         for p in files:
-            h.update(str(p).encode() + b'\0' + p.read_bytes())
+            rel = p.relative_to(PACKAGE_ROOT) if p.is_relative_to(PACKAGE_ROOT) else p
+            h.update(str(rel).encode() + b'\0' + p.read_bytes())
     return h.hexdigest()
 
 
