@@ -11,7 +11,7 @@ from pathlib import Path
 from unittest import mock
 
 from kloc.counting.plugin import Plugin
-from kloc.guests import guest
+from kloc.guests import guest, record
 from kloc.paths import cache_dir
 from kloc.qemu import release, topology
 from kloc.trees.sources import Tree
@@ -36,6 +36,40 @@ class MachineCheck(unittest.TestCase):
         one_node: dict[str, object] = {'per_cpu': [{'cpu': c, 'node': 0, 'pps': 1}
                                                    for c in range(4)]}
         self.assertIn('CONFIG_NUMA', guest.check_machine(one_node, topo))
+
+
+class BuildRecord(unittest.TestCase):
+    """Issue 37, item 6: kbuild's .cmd files say what a guest was built from; a patch
+    to none of those files (nor to a file that drives a build) cannot change it."""
+
+    def test_what_the_guest_read(self) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            src, bdir = Path(d) / 'src', Path(d) / 'build'
+            (bdir / 'drivers/net').mkdir(parents=True)
+            (bdir / '.config').write_text('CONFIG_NET=y\n')
+            (bdir / 'drivers/net/.loopback.o.cmd').write_text(
+                'savedcmd_drivers/net/loopback.o := gcc -c ../src/drivers/net/loopback.c\n\n'
+                'source_drivers/net/loopback.o := ../src/drivers/net/loopback.c\n\n'
+                'deps_drivers/net/loopback.o := \\\n'
+                '  ../src/include/linux/kconfig.h \\\n'
+                '    $(wildcard include/config/CPU_BIG_ENDIAN) \\\n'
+                '  ../src/include/linux/percpu.h \\\n\n'
+                'drivers/net/loopback.o: $(deps_drivers/net/loopback.o)\n')
+            src.mkdir()
+            read = record.compiled_in(bdir, src)
+            self.assertEqual(read, {'drivers/net/loopback.c', 'include/linux/kconfig.h',
+                                    'include/linux/percpu.h'})
+            self.assertIsNone(record.compiled_in(Path(d) / 'none', src))
+        its = ('drivers/irqchip/irq-gic-v3-its.c',)
+        self.assertIn('names none of drivers/irqchip/irq-gic-v3-its.c',
+                      record.untouched_by(read, its, 'the guest'))
+        for moves in (('drivers/net/loopback.c',), ('include/linux/percpu.h',),
+                      its + ('drivers/net/loopback.c',), ('drivers/irqchip/Kconfig',),
+                      ('drivers/irqchip/Makefile',), ('tools/testing/selftests/x.c',),
+                      ('scripts/foo.sh',)):
+            with self.subTest(files=moves):
+                self.assertEqual(record.untouched_by(read, moves, 'the guest'), '')
+        self.assertEqual(record.untouched_by(None, its, 'the guest'), '')
 
 
 class CountedCommand(unittest.TestCase):

@@ -475,6 +475,26 @@ class Report(unittest.TestCase):
                       v)
 
 
+class SkippedLoopback(unittest.TestCase):
+    def test_a_patch_the_guest_does_not_build_is_reported_as_not_run(self) -> None:
+        """Issue 37, item 6: the mail, review.json and KCIDB say why, in one line."""
+        base = Tree(Path('/t/linux-6.12/src'), debian_tree('6.12').version, 'debian')
+        why = ('the patch changes no file the x86_64 guest builds from: kbuild\'s record '
+               'of its 3591 sources and headers names none of drivers/irqchip/irq-gic-v3-its.c')
+        o = review.ReviewOutcome(base, base, patch_input.load(NOOP), bench_skipped=why,
+                                 kunit_totals={'base': {'PASS': 3}, 'patched': {'PASS': 3}})
+        opts = review.ReviewOptions(('arm64_2n_its1',), 'x86_64_2n', 10, 1.0, 0.05, 60, 2,
+                                    Path('/nonexistent'), bench=False)
+        text = reporting.render(o, opts)
+        self.assertIn('Loopback benchmark: not run: the patch changes no file', text)
+        self.assertNotIn('BENCH=0', text)
+        doc = reporting.to_json(o, opts)
+        self.assertEqual(doc['loopback'], {'skipped': why})
+        k = doc['kcidb']
+        assert isinstance(k, dict)
+        kcidb_schema.validate(k)
+
+
 class SeriesHash(unittest.TestCase):
     def test_a_copy_of_the_package_elsewhere_hashes_the_same(self) -> None:
         """The review key's series hash is of the package's files, not of where it sits:

@@ -293,7 +293,10 @@ def render_review(doc: dict[str, Any], svg: Path | None) -> str:
         for side, table in (counted.get('contended_lines') or {}).items():
             body.append(f'<p>Most contended cache lines, {e(side)}:</p><pre>{e(table)}</pre>')
     loop = doc.get('loopback') or {}
-    if loop:
+    if loop.get('skipped'):
+        body.append(f'<p id="loopback-skipped">Loopback benchmark: not run: '
+                    f'{e(loop["skipped"])}</p>')
+    elif loop:
         body.append(f'<h2>Timed: {e(loop.get("runs_per_side"))} runs a side (shown)</h2>')
         body += _figures(loop.get('figures', []), 'base', 'patched', 'review-timed')
         q = loop.get('qemu') or {}

@@ -89,6 +89,9 @@ def render(o: ReviewOutcome, opts: ReviewOptions) -> str:
         lines.append('')
     if opts.bench:
         lines += _bench_lines(o, opts, not cache_moved)
+    elif o.bench_skipped:
+        lines += textwrap.wrap(f'Loopback benchmark: not run: {o.bench_skipped}', WIDTH,
+                               subsequent_indent='  ')
     else:
         lines += ['Loopback benchmark: not run (BENCH=0)']
     if o.its:
@@ -219,6 +222,17 @@ def all_diffs(o: ReviewOutcome) -> list[Difference]:
     return o.diffs + (o.counted.diffs if o.counted else [])
 
 
+def _loopback_json(o: ReviewOutcome, opts: ReviewOptions) -> dict[str, object] | None:
+    """review.json's loopback A/B: its figures, why it did not run, or null (BENCH=0)."""
+    if o.bench_skipped:
+        return {'skipped': o.bench_skipped}
+    if not opts.bench:
+        return None
+    return {'topology': opts.bench_topology, 'runs_per_side': opts.runs,
+            'failed_runs': o.failed_runs, 'qemu_command': o.qemu_command, 'qemu': o.qemu,
+            'key': o.key, 'figures': tables.to_json(o.diffs, 'base', 'patched', opts.alpha)}
+
+
 def to_json(o: ReviewOutcome, opts: ReviewOptions,
             run_id: str | None = None) -> dict[str, object]:
     """run_id: the KCIDB ids' part for this report; a new one (new_run_id()) if None."""
@@ -235,11 +249,7 @@ def to_json(o: ReviewOutcome, opts: ReviewOptions,
                     'reused_cached_tree': o.reused},
         'kunit': {'topologies': list(opts.topologies), 'totals': o.kunit_totals,
                   'changes': [c.__dict__ for c in o.kunit_changes]} if opts.kunit else None,
-        'loopback': None if not opts.bench else {
-            'topology': opts.bench_topology, 'runs_per_side': opts.runs,
-            'failed_runs': o.failed_runs, 'qemu_command': o.qemu_command, 'qemu': o.qemu,
-            'key': o.key,
-            'figures': tables.to_json(o.diffs, 'base', 'patched', opts.alpha)},
+        'loopback': _loopback_json(o, opts),
         'counted': None if not o.counted else {
             'runs_per_side': o.counted.runs, 'results_file': str(o.counted.store.path),
             'figures': tables.to_json(o.counted.diffs, 'base', 'patched', opts.alpha),

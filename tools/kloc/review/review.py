@@ -24,7 +24,7 @@ from pathlib import Path
 
 from kloc import progress
 from kloc.bench import counted as counted_runs, interleave, metrics
-from kloc.guests import guest, its_boot, msi
+from kloc.guests import guest, its_boot, msi, record
 from kloc.its import model
 from kloc.its.figures import Boots
 from kloc.kunitpy import runner
@@ -103,6 +103,9 @@ class ReviewOutcome:
     package: tuple[integrity.Touched, ...] = ()
     # topology -> side -> the ITS's reads per interrupt (its_boots boots), or why none
     its: dict[str, dict[str, Boots | str]] = field(default_factory=dict)
+    # why the loopback A/B was not run though asked for: the patch cannot change the
+    # guest (guests/record.py); '' where it ran
+    bench_skipped: str = ''
 
 
 @dataclass(frozen=True)
@@ -200,7 +203,11 @@ def run(base: Tree, patch: PatchInfo | None, opts: ReviewOptions, cache: Path,
         outcome.kunit_changes, outcome.kunit_totals = compare_statuses(
             outcome.kunit_statuses['base'], outcome.kunit_statuses['patched'])
     if opts.bench:
-        _bench(base, patched, patch, opts, outcome)
+        outcome.bench_skipped = _cannot_move(base, patch, opts)
+        if outcome.bench_skipped:
+            progress.say(f'loopback A/B: not run: {outcome.bench_skipped}')
+        else:
+            _bench(base, patched, patch, opts, outcome)
     if opts.its_topologies and not opts.aa:
         _its(base, patched, opts, outcome)
     return outcome
@@ -246,6 +253,17 @@ def _its(base: Tree, patched: Tree, opts: ReviewOptions, outcome: ReviewOutcome)
             except guest.GuestError as e:
                 fig = str(e)
             outcome.its.setdefault(t, {})[label] = fig
+
+
+def _cannot_move(base: Tree, patch: PatchInfo | None, opts: ReviewOptions) -> str:
+    """Why the loopback guests need not boot (one line), or '': the patch changes no
+    file the base's guest was built from, by kbuild's record, and none that drives a
+    build (guests/record.py). A/A reviews, and so make bench-aa, always run."""
+    if opts.aa or patch is None:
+        return ''
+    g = guest.Guest(base, topology.get(opts.bench_topology).arch, ALLOCATOR)
+    guest.build(g, opts.out / 'logs')      # the record to ask; the A/B needs it anyway
+    return record.untouched(g, patch.files)
 
 
 def _bench(base: Tree, patched: Tree, patch: PatchInfo | None, opts: ReviewOptions,

@@ -4,6 +4,7 @@ up as report.txt, review.json and, with the loopback A/B, review.svg."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,6 +101,8 @@ def run(p: Prepared) -> str:
     """Run (or resume) the review; write its files; return the report and where they are."""
     opts = p.options
     outcome = review.run(p.request.tree, p.patch, opts, p.request.cache, p.checked)
+    if outcome.bench_skipped:           # reported as not run, with its reason
+        opts = dataclasses.replace(opts, bench=False)
     text = reporting.render(outcome, opts)
     write_text(opts.out / 'report.txt', text)
     doc = reporting.to_json(outcome, opts)
