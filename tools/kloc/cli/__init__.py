@@ -87,7 +87,7 @@ COMMANDS = (
             extra=o.run, qemu=True),
     Command(name='html-report', fn=h.html_report,
             help='run.json and report.html in OUT from make test\'s phases', tree=False,
-            extra=o.html_report),
+            extra=o.html_report, qemu=True),
     Command(name='aa-report', fn=h.aa_report,
             help='make bench-aa\'s findings from its A/A reviews in OUT/bench-aa',
             tree=False, numbers=('alpha',)),

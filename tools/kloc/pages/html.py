@@ -95,9 +95,11 @@ def _parts(doc: dict[str, Any]) -> list[str]:
             '<th>time</th><th>kernels</th></tr>']
     for p in doc.get('parts', []):
         cls = 'pass' if p.get('ok') else 'fail'
-        built = ', '.join(p.get('built') or []) or 'reused'
+        built = '-' if p.get('built') is None else (', '.join(p['built']) or 'reused')
+        title = '' if p.get('title') in (None, p.get('name')) else \
+            f'<br><span class="note">{e(p.get("title"))}</span>'
         rows.append(f'<tr class="{cls}" data-part="{e(p.get("name"))}"><td>{e(p.get("name"))}'
-                    f'<br><span class="note">{e(p.get("title"))}</span></td>'
+                    f'{title}</td>'
                     f'<td>{"PASS" if p.get("ok") else "FAIL"}</td><td>{e(p.get("verdict"))}'
                     f'</td><td class="num">{_num(p.get("seconds"), ".0f")} s</td>'
                     f'<td>{e(built)}</td></tr>')

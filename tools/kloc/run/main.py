@@ -185,7 +185,7 @@ def phases(path: Path) -> list[dict[str, object]]:
         out.append({'name': p['name'], 'title': p['name'], 'ok': p['ok'], 'exit': p['exit'],
                     'verdict': 'ok' if p['ok'] else f'FAILED (exit {p["exit"]})',
                     'seconds': p['seconds'], 'log': '', 'details': '',
-                    'command': 'make test', 'built': []})
+                    'command': 'make test', 'built': None})
     return out
 
 
