@@ -173,9 +173,12 @@ def _figures(figs: list[dict[str, Any]], a: str, b: str, which: str) -> list[str
         name = f.get('figure', '')
         ca = f.get(a) or {}
         cb = f.get(b) or {}
-        change = f'{f["change_pct"]:+.2f}%' if isinstance(f.get('change_pct'), float) \
-            else (f'{f["change_abs"]["change_of_means"]:+.3g}/packet'
-                  if f.get('change_abs') else '-')
+        if f.get('change_abs'):         # a count near zero: judged in its unit
+            change = f'{f["change_abs"]["change_of_means"]:+.3g}/packet'
+        elif isinstance(f.get('change_pct'), float):
+            change = f'{f["change_pct"]:+.2f}%'
+        else:
+            change = '-'
         cls = 'fail' if str(f.get('verdict', '')).startswith(f'{b} ') else ''
         out.append(f'<tr class="{cls}" data-figure="{e(name)}"><td>{e(f.get("title"))}'
                    f'<br><span class="note">{e(f.get("unit"))}</span></td>'
