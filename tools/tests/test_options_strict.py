@@ -254,7 +254,7 @@ class RunnerKeepsResults(Base):
         self.earlier(job)
         ran: list[Path] = []
 
-        def run_topology(j: runner.Job, name: str) -> mock.Mock:
+        def run_topology(j: runner.Job, name: str, fixes: tuple[str, ...] = ()) -> mock.Mock:
             (j.out_dir / f'{name}.meta.json').write_text('new\n')
             ran.append(j.out_dir)
             return mock.Mock()
