@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -14,7 +15,9 @@ import time
 import unittest
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from kloc.bench import metrics
 from kloc.counting.errors import CountingError
 from kloc.kunitpy import ktap
 from kloc.series import changes, install
@@ -23,6 +26,16 @@ from kloc.paths import cache_dir
 
 DATA = Path(__file__).resolve().parent / 'data'
 REGEN = os.environ.get('KLOC_REGEN_GOLDEN') == '1'
+
+
+def review_2008() -> tuple[list[metrics.Difference], dict[str, Any]]:
+    """The counted figures of the real review of the 2008 layout (data/README), and the
+    file's content (its contended-lines tables)."""
+    doc = json.loads((DATA / 'review-2008-counted.json').read_text())
+    side: dict[str, list[dict[str, object]]] = {'a': [], 'b': []}
+    for boot in doc['boots']:
+        side[boot['side']].append({'counted': boot['counted']})
+    return metrics.compare(side['a'], side['b'], 0.05, kind='counted'), doc
 
 
 def debian_tree(kernel: str) -> sources.Tree:

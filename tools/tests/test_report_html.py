@@ -20,7 +20,7 @@ import unittest
 from pathlib import Path
 from typing import Any
 
-from kloc.bench import metrics, plot
+from kloc.bench import plot
 from kloc.bench import counted as counted_runs
 from kloc.bench.store import open_store
 from kloc.its.figures import MSI_TABLES
@@ -30,7 +30,7 @@ from kloc.trees.sources import Tree
 from kloc.version import KernelVersion
 from kloc.pages import html as pages_html
 
-from .helpers import DATA
+from .helpers import DATA, review_2008
 
 
 def chromium() -> str:
@@ -132,11 +132,7 @@ class StoredReport(Checks):
 class Plot(unittest.TestCase):
     def test_kloc_plots_are_embedded(self) -> None:
         """The forest plot kloc draws passes the filter that refuses a planted one."""
-        doc = json.loads((DATA / 'review-2008-counted.json').read_text())
-        side: dict[str, list[dict[str, object]]] = {'a': [], 'b': []}
-        for boot in doc['boots']:
-            side[boot['side']].append({'counted': boot['counted']})
-        diffs = metrics.compare(side['a'], side['b'], 0.05, kind='counted')
+        diffs, doc = review_2008()
         with tempfile.TemporaryDirectory() as d:
             svg = Path(d) / 'review.svg'
             svg.write_text(plot.render(diffs, 'base', 'patched', 'the 2008 layout'))
@@ -149,11 +145,7 @@ class Plot(unittest.TestCase):
 class ReviewReport(unittest.TestCase):
     def test_the_reviews_own_page(self) -> None:
         """make review's report.html: its verdict, KUnit's changes, every figure row."""
-        doc = json.loads((DATA / 'review-2008-counted.json').read_text())
-        side: dict[str, list[dict[str, object]]] = {'a': [], 'b': []}
-        for boot in doc['boots']:
-            side[boot['side']].append({'counted': boot['counted']})
-        counted = metrics.compare(side['a'], side['b'], 0.05, kind='counted')
+        counted, doc = review_2008()
         base = Tree(Path('/t/linux-7.2/src'), KernelVersion(7, 2, 13), 'debian')
         with tempfile.TemporaryDirectory() as tmp:
             store = open_store(Path(tmp) / 'counted.jsonl', {'test': '2008'})

@@ -30,7 +30,7 @@ from kloc.series.patching import HunkError
 from kloc.trees.sources import Tree
 from kloc.paths import PACKAGE_ROOT
 
-from .helpers import DATA, debian_tree, mini_tree, stock_parser
+from .helpers import DATA, debian_tree, mini_tree, review_2008, stock_parser
 from .test_cli import kloc
 from .test_stats import HonestVerdicts as StatsVerdicts
 
@@ -518,11 +518,7 @@ class MailOrder(unittest.TestCase):
     lines; the QEMU command line and the tables come after, as details."""
 
     def test_the_2008_layout_leads_with_false_sharing(self) -> None:
-        doc = json.loads((DATA / 'review-2008-counted.json').read_text())
-        side: dict[str, list[dict[str, object]]] = {'a': [], 'b': []}
-        for boot in doc['boots']:
-            side[boot['side']].append({'counted': boot['counted']})
-        counted = metrics.compare(side['a'], side['b'], 0.05, kind='counted')
+        counted, doc = review_2008()
         base = Tree(Path('/t/linux-7.2/src'), debian_tree('6.12').version, 'debian')
         with tempfile.TemporaryDirectory() as tmp:
             store = open_store(Path(tmp) / 'counted.jsonl', {'test': '2008'})
