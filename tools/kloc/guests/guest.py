@@ -291,13 +291,24 @@ def initramfs(binary: Path, args: list[str], out: Path, arch: str) -> Path:
         return pack(root, out)
 
 
+# Every file of an initramfs gets this mtime, and the archive no inode numbers,
+# owners or gzip timestamp of its own: two packs of the same files are the same
+# bytes, so counted boots of one seed count alike from one comparison to the next
+# (the guest's memory layout follows what it unpacks).
+PACK_MTIME = 1767225600         # 2026-01-01T00:00:00Z, the fixed RTC's date
+
+
 def pack(root: Path, out: Path) -> Path:
-    """root's files as a gzipped newc cpio at out: an initramfs."""
-    files = subprocess.run(['find', '.'], cwd=root, capture_output=True, text=True,
-                           check=True).stdout
-    cpio = subprocess.run(['cpio', '-o', '-H', 'newc', '--quiet'], cwd=root,
-                          input=files.encode(), capture_output=True, check=True).stdout
-    write_bytes(out, subprocess.run(['gzip', '-9'], input=cpio, capture_output=True,
+    """root's files as a gzipped newc cpio at out: an initramfs, reproducibly."""
+    files = sorted(subprocess.run(['find', '.'], cwd=root, capture_output=True, text=True,
+                                  check=True).stdout.splitlines())
+    for f in files:
+        os.utime(root / f, (PACK_MTIME, PACK_MTIME), follow_symlinks=False)
+    cpio = subprocess.run(['cpio', '-o', '-H', 'newc', '--quiet', '--reproducible',
+                           '--owner=0:0'], cwd=root,
+                          input=('\n'.join(files) + '\n').encode(), capture_output=True,
+                          check=True).stdout
+    write_bytes(out, subprocess.run(['gzip', '-9', '-n'], input=cpio, capture_output=True,
                                     check=True).stdout)
     return out
 
