@@ -36,6 +36,18 @@ class Plan(unittest.TestCase):
         self.assertIn('--timeout', kdir[0].argv)
 
 
+class Rebuilt(unittest.TestCase):
+    def test_a_build_dir_is_named_once(self) -> None:
+        """An x86_64 guest's image is at arch/x86/boot and arch/x86_64/boot: one entry."""
+        g = 'mutants/linux-6.12.118/guest-x86_64-slub/arch/{}/boot/bzImage'
+        k = 'trees/linux-6.12/build-arm64/arch/arm64/boot/Image'
+        before = {g.format('x86'): 1.0, g.format('x86_64'): 1.0, k: 5.0}
+        after = {g.format('x86'): 2.0, g.format('x86_64'): 2.0, k: 5.0}
+        self.assertEqual(main.rebuilt(before, after),
+                         ('linux-6.12.118 guest-x86_64-slub',))
+        self.assertEqual(main.rebuilt(after, after), ())
+
+
 class Orchestration(unittest.TestCase):
     def test_a_failed_part_is_recorded_and_the_next_runs(self) -> None:
         ok = parts.Part('out', 'a command that succeeds', ('out',), 'kloc out', '',

@@ -63,6 +63,11 @@ def _short(rel: str) -> str:
     return f'{bits[1]} {bits[2]}'
 
 
+def rebuilt(before: dict[str, float], after: dict[str, float]) -> tuple[str, ...]:
+    """The build dirs whose image changed, once each (x86 has arch/x86 and arch/x86_64)."""
+    return tuple(sorted({_short(k) for k, t in after.items() if before.get(k) != t}))
+
+
 def _fresh_compare(out: Path) -> None:
     """A finished comparison moves aside: make run measures again, it does not resume."""
     d = run_parts.compare_dir(out)
@@ -99,7 +104,7 @@ def run_part(p: run_parts.Part, out: Path, cache: Path, env: dict[str, str]) -> 
                 sys.stderr.write(f'  {p.name}: {line}')
         rc = proc.wait()
     after = _images(cache)
-    built = tuple(sorted(_short(k) for k, t in after.items() if before.get(k) != t))
+    built = rebuilt(before, after)
     verdict = p.verdict(out, ''.join(text))
     return Outcome(p.name, p.title, rc == 0, rc, verdict, round(time.monotonic() - start, 1),
                    str(log), str(out / p.details), p.make, built)
