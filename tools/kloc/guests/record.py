@@ -50,17 +50,23 @@ def compiled_in(bdir: Path, src: Path) -> frozenset[str] | None:
     return frozenset(out) if out else None
 
 
+def _drives_build(files: tuple[str, ...]) -> bool:
+    """Whether any of files configures or drives a build, or is the guest's userspace."""
+    return any(BUILD_FILES.search(f) or f.startswith(BUILD_DIRS) for f in files)
+
+
 def untouched(g: Guest, files: tuple[str, ...]) -> str:
     """Why the patch's files cannot change g (one line), or '' if they may: a file g's
-    build read, or one that drives any build, or the guest's userspace."""
-    if not files or any(BUILD_FILES.search(f) or f.startswith(BUILD_DIRS) for f in files):
+    build read, or one that drives any build, or the guest's userspace. The build's
+    record is read only where the files alone do not settle it."""
+    if not files or _drives_build(files):
         return ''
     return untouched_by(compiled(g), files, f'the {g.arch} guest ({g.name})')
 
 
 def untouched_by(read: frozenset[str] | None, files: tuple[str, ...], what: str) -> str:
-    if read is None or not files or any(f in read for f in files) or \
-            any(BUILD_FILES.search(f) or f.startswith(BUILD_DIRS) for f in files):
+    """untouched() given what the guest's build read (compiled())."""
+    if read is None or not files or _drives_build(files) or any(f in read for f in files):
         return ''
     return (f'the patch changes no file {what} builds from: kbuild\'s record of its '
             f'{len(read)} sources and headers names none of ' + ', '.join(files))

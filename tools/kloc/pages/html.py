@@ -191,6 +191,12 @@ def _figures(figs: list[dict[str, Any]], a: str, b: str, which: str) -> list[str
     return out + ['</table>']
 
 
+def _contended(counted: dict[str, Any]) -> list[str]:
+    """Each side's table of the most contended cache lines, as the report has them."""
+    return [f'<p>Most contended cache lines, {e(side)}:</p><pre>{e(table)}</pre>'
+            for side, table in (counted.get('contended_lines') or {}).items()]
+
+
 def _compare(c: dict[str, Any] | None) -> list[str]:
     if not c:
         return ['<p>No comparison results.</p>']
@@ -207,8 +213,7 @@ def _compare(c: dict[str, Any] | None) -> list[str]:
         out.append(f'<h3>Counted: {e(counted.get("runs_per_side"))} boots a side under the '
                    'plugin (these judge)</h3>')
         out += _figures(counted.get('figures', []), a, b, 'compare-counted')
-        for side, table in (counted.get('contended_lines') or {}).items():
-            out.append(f'<p>Most contended cache lines, {e(side)}:</p><pre>{e(table)}</pre>')
+        out += _contended(counted)
     out.append(f'<h3>Timed: {e(c.get("runs_per_side"))} runs a side (shown)</h3>')
     out += _figures(c.get('figures', []), a, b, 'compare-timed')
     return out
@@ -239,6 +244,14 @@ def _its(items: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _page(title: str, body: list[str]) -> str:
+    """One self-contained HTML page: the style inline, no script."""
+    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f'<title>{e(title)}</title><style>{CSS}</style></head><body>\n'
+            + '\n'.join(body) + '\n</body></html>\n')
+
+
 def render(doc: dict[str, Any]) -> str:
     res = doc.get('results') or {}
     machine = doc.get('machine') or {}
@@ -261,10 +274,7 @@ def render(doc: dict[str, Any]) -> str:
         body.append(f'<tr><td>{e(p.get("name"))}</td><td><code>{e(p.get("command"))}</code>'
                     f'</td><td>{e(p.get("details"))}</td></tr>')
     body.append('</table>')
-    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f'<title>kloc {e(title)}</title><style>{CSS}</style></head><body>\n'
-            + '\n'.join(body) + '\n</body></html>\n')
+    return _page(f'kloc {title}', body)
 
 
 def render_review(doc: dict[str, Any], svg: Path | None) -> str:
@@ -295,8 +305,7 @@ def render_review(doc: dict[str, Any], svg: Path | None) -> str:
         body.append(f'<h2>Counted: {e(counted.get("runs_per_side"))} boots a side '
                     '(these judge)</h2>')
         body += _figures(counted.get('figures', []), 'base', 'patched', 'review-counted')
-        for side, table in (counted.get('contended_lines') or {}).items():
-            body.append(f'<p>Most contended cache lines, {e(side)}:</p><pre>{e(table)}</pre>')
+        body += _contended(counted)
     loop = doc.get('loopback') or {}
     if loop.get('skipped'):
         body.append(f'<p id="loopback-skipped">Loopback benchmark: not run: '
@@ -310,7 +319,4 @@ def render_review(doc: dict[str, Any], svg: Path | None) -> str:
     if doc.get('its'):
         body.append(f'<h2>The ITS interrupt path</h2><p class="note">{e(ITS_MODEL)}</p>'
                     f'<pre>{e(json.dumps(doc["its"].get("topologies"), indent=1))}</pre>')
-    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f'<title>kloc review</title><style>{CSS}</style></head><body>\n'
-            + '\n'.join(body) + '\n</body></html>\n')
+    return _page('kloc review', body)

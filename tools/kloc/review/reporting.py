@@ -102,11 +102,15 @@ def render(o: ReviewOutcome, opts: ReviewOptions) -> str:
     return '\n'.join(lines) + '\n'
 
 
+# The verdicts of a figure that moved significantly, of interest or not.
+MOVED = ('higher', 'lower', 'small')
+
+
 def _carrying(o: ReviewOutcome) -> list[str]:
     """The judged figures that moved (significant), else every judged primary figure:
     one line each, base -> patched, the change and Holm's p."""
     judged = [d for d in tables.judged(all_diffs(o)) if d.figure.primary]
-    moved = [d for d in judged if d.verdict in ('higher', 'lower', 'small')]
+    moved = [d for d in judged if d.verdict in MOVED]
     out = []
     for d in moved or judged:
         if d.absolute is not None:
@@ -138,7 +142,7 @@ def _cache_moved(o: ReviewOutcome) -> list[str]:
     if not o.counted:
         return []
     return [d.figure.short for d in o.counted.diffs
-            if d.figure.name in CACHE_FIGURES and d.verdict in ('higher', 'lower', 'small')]
+            if d.figure.name in CACHE_FIGURES and d.verdict in MOVED]
 
 
 def its_verdict(o: ReviewOutcome) -> str:

@@ -70,7 +70,7 @@ def rebuilt(before: dict[str, float], after: dict[str, float]) -> tuple[str, ...
 
 def _fresh_compare(out: Path) -> None:
     """A finished comparison moves aside: make run measures again, it does not resume."""
-    d = run_parts.compare_dir(out)
+    d = results.compare_dir(out)
     if d is None or not (d / 'compare.json').exists():
         return
     prev = d.with_name(d.name + '.prev')

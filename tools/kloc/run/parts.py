@@ -13,15 +13,16 @@ its verdict is read back from what that command wrote.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kloc.errors import KlocError
 from kloc.guests import its_boot
 from kloc.qemu import topology
+from kloc.run import results
 from kloc.trees import kernels
 
 
@@ -76,24 +77,15 @@ def _kselftest(out: Path, text: str) -> str:
     return lines[-1] if lines else '(no result line: see the log)'
 
 
-def compare_dir(out: Path) -> Path | None:
-    """The folder of the SLUB/SLAB comparison make run ran (OUT/compare/<tree>-...)."""
-    found = sorted((out / 'compare').glob(f'linux-{kernels.with_slab()}*-x86_64-slub-slab'))
-    return found[-1] if found else None
-
-
 def _compare(out: Path, text: str) -> str:
-    d = compare_dir(out)
-    try:
-        doc = json.loads((d / 'compare.json').read_text()) if d else None
-    except (OSError, ValueError):
-        doc = None
-    if not isinstance(doc, dict):
+    doc = results.compare(out)
+    if doc is None:
         return '(no compare.json)'
     counted = doc.get('counted') or {}
+    figures = counted.get('figures', []) if isinstance(counted, dict) else []
     moved = [f"{f['title']} {f['change_pct']:+.2f}%" if f.get('change_pct') is not None
              else f"{f['title']} {f['change_abs']['change_of_means']:+.3g}/packet"
-             for f in counted.get('figures', [])
+             for f in figures
              if f.get('primary') and str(f.get('verdict', '')).startswith('slab ')]
     return f"{doc.get('verdict', '')}" + (f' ({"; ".join(moved)})' if moved else '')
 
@@ -108,16 +100,12 @@ def _its(name: str) -> Callable[[Path, str], str]:
     """The ITS's remote table reads per interrupt on topology name, from the newest
     its-<name>.json make guest wrote."""
     def read(out: Path, text: str) -> str:
-        found = sorted((out / 'guest').glob(f'*-arm64-slub/its-{name}.json'),
-                       key=lambda f: f.stat().st_mtime)
-        try:
-            doc = json.loads(found[-1].read_text()) if found else None
-        except (OSError, ValueError):
-            doc = None
-        mean = doc.get('remote_per_interrupt_mean') if isinstance(doc, dict) else None
+        doc: dict[str, Any] = next((i['figures'] for i in results.its(out)
+                                    if i['topology'] == name), {})
+        mean = doc.get('remote_per_interrupt_mean')
         if not isinstance(mean, (int, float)) or isinstance(mean, bool):
             return '(no ITS figures)'
-        boots = doc.get('boots') if isinstance(doc, dict) else None
+        boots = doc.get('boots')
         n = len(boots) if isinstance(boots, list) else 0
         return (f'{mean:.3g} remote ITS table reads per interrupt (modelled cost: see the '
                 f'log), {n} boots' + (', alike' if doc.get('agree') else ', which differ'))

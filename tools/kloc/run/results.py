@@ -17,7 +17,7 @@ from typing import Any
 from kloc.errors import KlocError
 from kloc.kunitpy import known, runner
 from kloc.kunitpy.ktap import Status
-from kloc.run import parts as run_parts
+from kloc.trees import kernels
 
 EXCERPT = 12            # console lines kept of each failure
 MOST_FAILURES = 60      # failures listed in full; the JUnit file has them all
@@ -67,8 +67,15 @@ def mutants(out: Path) -> list[dict[str, object]]:
     return found
 
 
-def compare(out: Path) -> dict[str, object] | None:
-    d = run_parts.compare_dir(out)
+def compare_dir(out: Path) -> Path | None:
+    """The folder of the SLUB/SLAB comparison make run ran (OUT/compare/<tree>-...)."""
+    found = sorted((out / 'compare').glob(f'linux-{kernels.with_slab()}*-x86_64-slub-slab'))
+    return found[-1] if found else None
+
+
+def compare(out: Path) -> dict[str, Any] | None:
+    """compare.json of that comparison, with where its plot and folder are."""
+    d = compare_dir(out)
     doc = _json(d / 'compare.json') if d else None
     if not isinstance(doc, dict):
         return None
@@ -79,7 +86,7 @@ def compare(out: Path) -> dict[str, object] | None:
     return doc
 
 
-def its(out: Path) -> list[dict[str, object]]:
+def its(out: Path) -> list[dict[str, Any]]:
     """The newest MSI-workload figures of each ITS topology (make guest ARCH=arm64)."""
     newest: dict[str, tuple[float, Path]] = {}
     for f in (out / 'guest').glob('*-arm64-slub/its-*.json'):
@@ -87,7 +94,7 @@ def its(out: Path) -> list[dict[str, object]]:
         m = f.stat().st_mtime
         if t not in newest or m > newest[t][0]:
             newest[t] = (m, f)
-    found: list[dict[str, object]] = []
+    found: list[dict[str, Any]] = []
     for t, (_, f) in sorted(newest.items()):
         doc = _json(f)
         if isinstance(doc, dict):
