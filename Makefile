@@ -13,6 +13,7 @@ ALPHA      ?=
 SECONDS    ?=
 MDE        ?=
 FORCE      ?=
+KERNELS    ?=
 PYTHON     ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 export KLOC_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kloc
 
@@ -34,7 +35,7 @@ define newline
 
 
 endef
-USER_VARIABLES = KERNEL KDIR OUT TOPOLOGIES JOBS TIMEOUT RUNS ALPHA SECONDS MDE COUNTED \
+USER_VARIABLES = KERNEL KERNELS KDIR OUT TOPOLOGIES JOBS TIMEOUT RUNS ALPHA SECONDS MDE COUNTED \
 	FORCE ARCH ALLOC TOPOLOGY PATCH AA REVIEW_PACKAGE BENCH ITS ITS_REMOTE_NS RUN V LAVA_URL LAVA_TOKEN_FILE LAVA_ARTIFACTS_URL \
 	LAVA_INSECURE_HTTP REPEATS AA_RUNS AA_SECONDS AA_STREAMS KLOC_CACHE PYTHON
 $(foreach v,$(USER_VARIABLES),$(if $(findstring $(newline),$($(v))),$(error \
@@ -175,11 +176,12 @@ check-tools:
 	@cd tools && $(call q,$(PYTHON)) -m tests.run --jobs $(call q,$(JOBS)) $(if $(filter 1,$(V)),-v)
 
 lint: deps
-	@$(MARK_OUT) && OUT=$(call q,$(OUT)) PYTHON=$(call q,$(PYTHON)) tools/lint.sh
+	@$(MARK_OUT) && OUT=$(call q,$(OUT)) PYTHON=$(call q,$(PYTHON)) KERNELS=$(call q,$(KERNELS)) \
+		tools/lint.sh
 
 test: deps
 	@$(MARK_OUT) && OUT=$(call q,$(OUT)) PYTHON=$(call q,$(PYTHON)) JOBS=$(call q,$(JOBS)) \
-		TIMEOUT=$(call q,$(TIMEOUT)) tools/make-test.sh
+		TIMEOUT=$(call q,$(TIMEOUT)) KERNELS=$(call q,$(KERNELS)) tools/make-test.sh
 
 # Removes only what kloc wrote in OUT (kloc clean): OUT whole if kloc made it, else
 # kloc's outputs. A symlink, or a folder kloc did not mark, is refused; the check runs

@@ -1,9 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# make test: the tool tests, KUnit on every kernel of tools/kloc/trees/kernels.py
-# (on the topologies of Kernel.make_test_arches: the arm64 ones), each known
-# upstream failure against its fix, the default kernel's x86_64 guest and the
+# make test: the tool tests, KUnit on the default kernel (KERNELS="7.2 6.12 6.1":
+# on each of those; tools/kloc/trees/kernels.py) on the topologies of
+# Kernel.make_test_arches (the arm64 ones), each of their known upstream
+# failures against its fix, the default kernel's x86_64 guest and the
 # counting plugin on it, the MSI workload in its arm64 guest, its LAVA jobs run
 # with lava-run and compared with those runs, the mutants on it, and the lint
 # gates. Prints each phase with its elapsed time; runs every phase even when one
@@ -46,6 +47,19 @@ phase() {
 	fi
 }
 
+# the kernels first: a bad KERNELS= is refused before anything runs or is removed
+kernels=${KERNELS:-$(kloc registry make-test-kernels)} || exit 1
+all=$(kloc registry kernels) || exit 1
+for k in $kernels; do
+	case " $all " in
+	*" $k "*) ;;
+	*) echo "make test: KERNELS has '$k', not a kernel kloc knows ($all)" >&2
+	   echo "make test: give some of them, e.g. KERNELS=\"7.2 6.12 6.1\"" >&2
+	   exit 2 ;;
+	esac
+done
+export KERNELS=$kernels
+default=$(kloc registry default) || exit 1
 rm -rf "$OUT"
 mkdir -p "$OUT"
 # The tool tests in $JOBS workers (tools/tests/run.py): the install interrupted
@@ -53,8 +67,6 @@ mkdir -p "$OUT"
 # Those that boot a guest under the counting plugin wait for the guest phase below.
 phase "tool tests" bash -c "cd tools && KLOC_GUEST_TESTS=later '$PYTHON' -m tests.run \
 	--jobs '$JOBS'"
-kernels=$(kloc registry make-test-kernels) || exit 1
-default=$(kloc registry default) || exit 1
 for k in $kernels; do
 	topologies=$(kloc registry make-test-topologies "$k") || exit 1
 	# A known upstream failure (tools/kloc/kunitpy/known.py) must still fail on the

@@ -213,6 +213,21 @@ class Topologies(Base):
         self.one_line_error(r, 'TOPOLOGIES=,, names no topology')
 
 
+class MakeTestKernels(Base):
+    def test_an_unknown_kernel_is_refused_before_anything_runs(self) -> None:
+        """make test KERNELS= names kernels kloc knows; another is refused in one
+        line that names it and the choices, and the earlier results stay."""
+        out = self.tmp / 'out'
+        (out / 'test').mkdir(parents=True)
+        (out / 'test' / 'earlier').write_text('kept\n')
+        r = self.make('-o', 'deps', 'test', f'OUT={out}', 'KERNELS=6.12 6.2')
+        self.assertNotEqual(r.returncode, 0)
+        lines = [ln for ln in r.stderr.splitlines() if ln.startswith('make test:')]
+        self.assertIn("KERNELS has '6.2', not a kernel kloc knows (7.2 6.12 6.1)", lines[0])
+        self.assertEqual((out / 'test' / 'earlier').read_text(), 'kept\n')
+        self.assertNotIn('=== make test', r.stdout)
+
+
 class RunnerKeepsResults(Base):
     """runner.run replaces a kernel's results only once it has new ones."""
 
