@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 from pathlib import Path
@@ -175,14 +176,31 @@ class ReviewReport(unittest.TestCase):
 class MakeTestReport(Checks):
     def test_make_tests_own_report(self) -> None:
         out = os.environ.get('KLOC_REPORT_OUT')
-        if not out:
+        if out is None:
             self.skipTest('KLOC_REPORT_OUT= names make test\'s OUT (tools/make-test.sh)')
+        # set, it must name a report: make test's phase must not pass by skipping
+        self.assertTrue(out and (Path(out) / 'run.json').is_file(),
+                        f'KLOC_REPORT_OUT={out!r} holds no run.json')
         doc = json.loads((Path(out) / 'run.json').read_text())
         dom = browse(Path(out) / 'report.html')
         n = self.check_dom(doc, dom)
         browse(Path(out) / 'report.html', f'--screenshot={Path(out) / "report.png"}')
         print(f'report.html: {n} parts, verdicts and rows found in Chromium\'s DOM; '
               f'screenshot {Path(out) / "report.png"}')
+
+
+class MakeTestReportOut(unittest.TestCase):
+    def test_an_empty_or_wrong_out_fails_not_skips(self) -> None:
+        """make test's phase set KLOC_REPORT_OUT to '' (a relative OUT resolved after
+        cd tools) and passed with the test skipped; set, a wrong one now fails."""
+        for value in ('', '/nonexistent/kloc-report'):
+            with self.subTest(value=value):
+                r = subprocess.run([sys.executable, '-m', 'unittest',
+                                    'tests.test_report_html.MakeTestReport'],
+                                   cwd=PACKAGE_ROOT / 'tools', capture_output=True, text=True,
+                                   env={**os.environ, 'KLOC_REPORT_OUT': value}, timeout=120)
+                self.assertNotEqual(r.returncode, 0, r.stderr)
+                self.assertIn('holds no run.json', r.stderr)
 
 
 if __name__ == '__main__':
