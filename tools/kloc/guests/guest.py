@@ -31,7 +31,7 @@ from kloc.atomicfile import write_bytes, write_text
 from kloc.qemu.topology import Topology, accel_args
 from kloc.kunitpy.runner import build_env
 from kloc.paths import PACKAGE_ROOT, cache_dir
-from kloc.trees import archive, kernels
+from kloc.trees import archive, buildstamp, kernels
 from kloc.trees.sources import Tree
 from kloc.procs import disk_full_hint, run_logged, tail
 from kloc.version import KernelVersion
@@ -53,13 +53,15 @@ class Guest:
     tree: Tree
     arch: str
     allocator: str
+    variant: str = ''       # a build dir of its own (make mutants: one per mutant)
 
     @property
     def name(self) -> str:
         return f'{self.tree.label}-{self.arch}-{self.allocator}'
 
     def build_dir(self) -> Path:
-        return self.tree.path.parent / f'guest-{self.arch}-{self.allocator}'
+        own = f'@{self.variant}' if self.variant else ''
+        return self.tree.path.parent / f'guest-{self.arch}-{self.allocator}{own}'
 
     def image(self) -> Path:
         return self.build_dir() / arches.get(self.arch).image
@@ -106,12 +108,17 @@ BUILD_STAMP = {'KBUILD_BUILD_TIMESTAMP': '2026-01-01 00:00:00 UTC',
                'KBUILD_BUILD_VERSION': '1'}
 
 
-def _make(guest: Guest, *targets: str, log: Path) -> None:
+def _command(guest: Guest) -> list[str]:
     cross = arches.get(guest.arch).cross_prefix()
     cmd = ['make', '-C', str(guest.tree.path), f'O={guest.build_dir()}', f'ARCH={guest.arch}',
            f'-j{os.cpu_count() or 1}', f'CC=ccache {cross}gcc']
     if cross:
         cmd.append(f'CROSS_COMPILE={cross}')
+    return cmd
+
+
+def _make(guest: Guest, *targets: str, log: Path) -> None:
+    cmd = _command(guest)
     rc = run_logged(cmd + list(targets), log, f'{guest.name} {" ".join(targets)}',
                     env=dict(build_env(cache_dir()), **BUILD_STAMP))
     if rc:
@@ -119,17 +126,26 @@ def _make(guest: Guest, *targets: str, log: Path) -> None:
                          f'{disk_full_hint(log)}last lines of {log}:\n{tail(log)}')
 
 
-def build(guest: Guest, logs: Path) -> Path:
+def build(guest: Guest, logs: Path, tree_digest: str = '') -> Path:
     """Configure and build the guest kernel; return its image. One build of a build dir
-    at a time: a second command (two reviews of one base at once) waits for the first."""
+    at a time: a second command (two reviews of one base at once) waits for the first.
+    tree_digest: the tree's buildstamp digest, where the caller has it."""
     check(guest)
     bdir = guest.build_dir()
     bdir.mkdir(parents=True, exist_ok=True)
     with filelock.exclusive(bdir.with_name(bdir.name + '.lock')):
-        return _build(guest, bdir, logs)
+        return _build(guest, bdir, logs, tree_digest)
 
 
-def _build(guest: Guest, bdir: Path, logs: Path) -> Path:
+def _build(guest: Guest, bdir: Path, logs: Path, tree_digest: str) -> Path:
+    start = time.monotonic()
+    digest = tree_digest or buildstamp.tree_digest(guest.tree.path)
+    inputs = _inputs(guest)
+    if buildstamp.unchanged(bdir, digest, inputs, guest.image()):
+        progress.say(f'{guest.name}: {guest.image()} reused, nothing changed since its '
+                     f'last build ({time.monotonic() - start:.1f} s to check)')
+        return guest.image()
+    buildstamp.forget(bdir)
     frags = fragments(guest.allocator, guest.arch)
     wanted = '\n'.join(p.read_text() for p in frags)
     stamp = bdir / '.kloc-fragments'
@@ -150,7 +166,17 @@ def _build(guest: Guest, bdir: Path, logs: Path) -> Path:
     image = arches.get(guest.arch).image
     progress.say(f'{guest.name}: building {image}')
     _make(guest, os.path.basename(image), log=logs / f'{guest.name}-build.log')
+    buildstamp.record(bdir, digest, inputs, guest.image())
     return guest.image()
+
+
+def _inputs(guest: Guest) -> list[str]:
+    """What a guest build is made from besides the tree: make's command line and
+    environment, the configuration fragments, the compiler."""
+    cross = arches.get(guest.arch).cross_prefix()
+    return [*_command(guest), *(f'{k}={v}' for k, v in sorted(BUILD_STAMP.items())),
+            *(p.read_text() for p in fragments(guest.allocator, guest.arch)),
+            buildstamp.compiler(f'{cross}gcc')]
 
 
 TARGET = 'lo_counters'

@@ -27,7 +27,7 @@ from kloc.trees.sources import Tree
 from kloc.paths import PACKAGE_ROOT, QEMU_CONFIGS, cache_subdir, write_state_file
 from kloc.procs import disk_full_hint, run_logged, tail
 from kloc.paths import cache_dir, trusted_file
-from kloc.trees import sources
+from kloc.trees import buildstamp, sources
 from kloc.errors import KlocError
 
 KVM_PROBE_S = 60
@@ -48,6 +48,11 @@ class Job:
     # The tree whose kunit.py parser reads the runs (default: tree). make review
     # reads the patched kernel's runs with the base's: a patch judges nothing.
     parser: Tree | None = None
+    # The tree's buildstamp digest, where the caller has it (mutants: one walk for
+    # every variant); else build() walks the tree.
+    tree_digest: str = ''
+    # The build dir, where the caller keeps its own (mutants: one per variant).
+    build_dir_override: Path | None = None
 
     @property
     def parser_tree(self) -> Tree:
@@ -58,6 +63,8 @@ class Job:
         return self.tree.path / 'tools' / 'testing' / 'kunit' / 'kunit.py'
 
     def build_dir(self, arch: str) -> Path:
+        if self.build_dir_override is not None:
+            return self.build_dir_override
         return build_dir_for(self.tree, self.cache, arch)
 
     def of_arch(self, arch: str) -> list[str]:
@@ -147,9 +154,19 @@ def build(job: Job, arch: str) -> None:
     cmd += _toolchain_args(arch)
     log = job.out_dir / f'build-{arch}.log'
     build_dir.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    image = build_dir / arches.get(arch).kunit_image
+    digest = job.tree_digest or buildstamp.tree_digest(job.tree.path)
+    inputs = build_inputs(cmd, arch, first)
+    if buildstamp.unchanged(build_dir, digest, inputs, image):
+        write_text(log, f'kloc: {build_dir} reused: its last build was made from this '
+                   'very tree, configuration and compiler (tools/kloc/trees/buildstamp.py)\n')
+        progress.say(f'{job.tree.label}: {arch} KUnit kernel reused, nothing changed since '
+                     f'its last build ({time.monotonic() - start:.1f} s to check)')
+        return
     progress.say(f'{job.tree.label}: building the {arch} KUnit kernel in {build_dir} '
                  f'(log: {log})')
-    start = time.monotonic()
+    buildstamp.forget(build_dir)
     since = time.time()
     rc = run_logged(cmd, log, f'{job.tree.label} {arch} build', cwd=job.tree.path,
                     env=build_env(job.cache), status=lambda: count_objects(build_dir, since))
@@ -160,7 +177,16 @@ def build(job: Job, arch: str) -> None:
     if warnings:
         raise KunitError(f'{job.tree.label}: the kernel built, but modpost warns about the '
                          f'suites\' code (see {log}):\n' + '\n'.join(warnings))
+    buildstamp.record(build_dir, digest, inputs, image)
     progress.say(f'{job.tree.label}: {arch} kernel built in {time.monotonic() - start:.0f} s')
+
+
+def build_inputs(cmd: list[str], arch: str, first: str) -> list[str]:
+    """What a KUnit build is made from besides the tree: kunit.py's command line, the
+    .kunitconfigs and QEMU config it reads, and the compiler."""
+    files = [*suites.kunitconfigs(arch), qemu_config(first)]
+    return [*cmd, *(Path(f).read_text() for f in files),
+            buildstamp.compiler(f'{arches.get(arch).cross_prefix()}gcc')]
 
 
 def suite_warnings(build_log: str) -> list[str]:

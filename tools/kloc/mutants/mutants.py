@@ -8,15 +8,26 @@ version X.Y (and later ones until the next X.Y), as a patch would be
 posted: it applies to the stock files, and the package's series is then
 installed on the result, as review does. A diff to a file the package
 adds (a suite) applies to the package's copy. The tree is never touched:
-a hard-linked copy beside it takes each mutant in turn, and builds in its
-own build dirs, laid out like the tree's so that ccache shares objects
-between them. Each kind first runs on the unmutated copy, which must pass.
+a hard-linked copy beside it takes each mutant in turn. Each kind first
+runs on the unmutated copy, which must pass.
+
+Every variant (the unmutated copy, each mutant) builds in a build dir of
+its own, seeded from the unmutated one's, so that a second run with nothing
+changed rebuilds nothing: each file kloc writes for a variant gets the mtime
+it had the last time that variant's build dir saw those bytes (a record in
+the build dir, .kloc-sources), or now where its bytes are new there. make
+then rebuilds in a variant's dir exactly what changed for that variant, and
+trees/buildstamp.py skips a build whose inputs are all as last built.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
+import os
 import shutil
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +37,7 @@ from kloc.guests import guest
 from kloc.kunitpy import known, ktap, suites
 from kloc.kunitpy.junit import KunitRun
 from kloc.qemu import topology
-from kloc.trees import linkcopy
+from kloc.trees import buildstamp, linkcopy
 from kloc.atomicfile import write_text
 from kloc.series import planning
 from kloc.series.changes import Change, load_series
@@ -96,6 +107,72 @@ def scratch_copy(tree: Tree, cache: Path) -> Tree:
     return Tree(dest, tree.version, 'mutant')
 
 
+SOURCES = '.kloc-sources'       # in a variant's build dir: rel -> [sha256, mtime_ns]
+
+
+def variant_dir(pristine: Path, variant: str) -> Path:
+    """The build dir of a variant: the unmutated copy's, or one named after the mutant."""
+    return pristine if not variant else pristine.with_name(f'{pristine.name}@{variant}')
+
+
+def seed(pristine: Path, dest: Path) -> None:
+    """A variant's first build dir is a copy of the unmutated one's (a real copy: the
+    compiler writes objects in place), so that its first build is incremental. Its
+    record and stamp stay behind: every file kloc writes for it is new to it."""
+    if dest.is_dir():
+        return
+    tmp = dest.with_name(dest.name + '.kloc-tmp')
+    shutil.rmtree(tmp, ignore_errors=True)
+    subprocess.run(['cp', '-a', '--reflink=auto', str(pristine), str(tmp)], check=True)
+    for name in (SOURCES, buildstamp.STAMP):
+        (tmp / name).unlink(missing_ok=True)
+    os.rename(tmp, dest)
+
+
+def prune(pristine: Path, names: set[str]) -> None:
+    """Remove the build dirs of mutants that are no longer in the package."""
+    for d in pristine.parent.glob(f'{pristine.name}@*'):
+        if d.is_dir() and not d.is_symlink() and d.name.split('@', 1)[1] not in names:
+            shutil.rmtree(d)
+
+
+def _record(build_dir: Path) -> dict[str, tuple[str, int]]:
+    """The variant's record, as kloc wrote it; anything else reads as empty (every
+    file then gets a new mtime, and make rebuilds what it touches)."""
+    try:
+        doc = json.loads((build_dir / SOURCES).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    return {k: (v[0], v[1]) for k, v in doc.items()
+            if isinstance(v, list) and len(v) == 2 and isinstance(v[0], str)
+            and isinstance(v[1], int) and not isinstance(v[1], bool)}
+
+
+def write_variant(root: Path, state: Contents, build_dir: Path, base: str) -> str:
+    """Write state into the copy (each file a new inode), each file with the mtime its
+    bytes had when this build dir last saw them, or now; record them in the build dir
+    and return the tree's buildstamp digest: base (the rest of the tree) and these."""
+    seen = _record(build_dir)
+    now = time.time_ns()
+    record: dict[str, tuple[str, int]] = {}
+    h = hashlib.sha256(base.encode())
+    for rel in sorted(state):
+        data = state[rel]
+        sha = hashlib.sha256(data).hexdigest() if data is not None else 'deleted'
+        old = seen.get(rel)
+        mtime = old[1] if old is not None and old[0] == sha else now
+        linkcopy.write(root, {rel: data})
+        if data is not None:
+            os.utime(root / rel, ns=(mtime, mtime))
+        record[rel] = (sha, mtime)
+        h.update(f'{rel}\0{sha}\0{mtime}\n'.encode())
+    build_dir.mkdir(parents=True, exist_ok=True)
+    write_text(build_dir / SOURCES, json.dumps({k: list(v) for k, v in record.items()}) + '\n')
+    return h.hexdigest()
+
+
 def _failed_cases(run: KunitRun) -> list[str]:
     """The failing cases, but the kernel's known upstream failures (kunitpy/known.py):
     the stock kernel fails those already, so they catch nothing."""
@@ -112,14 +189,28 @@ class _Runner:
         self.scratch, self.out, self.timeout = scratch, out, timeout
         self.job = Job(scratch, out, (TOPOLOGY,), jobs, timeout, cache)
         self.initrd: Path | None = None
+        self.digest = ''            # the tree's, as the variant now written makes it
+        self.variant = ''           # '' : the unmutated copy
+
+    def switch(self, kind: str, variant: str, state: Contents, base: str) -> None:
+        """Write variant's files into the copy, and make its build dir the one used."""
+        self.variant = variant
+        self.digest = write_variant(self.scratch.path, state, self.build_dir(kind), base)
+
+    def build_dir(self, kind: str) -> Path:
+        if kind == 'kunit':
+            return variant_dir(self.job.build_dir('arm64'), self.variant)
+        return guest.Guest(self.scratch, 'x86_64', 'slub', self.variant).build_dir()
 
     def kunit(self, name: str, about: str) -> MutantOutcome:
         start = time.monotonic()
+        job = dataclasses.replace(self.job, tree_digest=self.digest,
+                                  build_dir_override=self.build_dir('kunit'))
         try:
-            build(self.job, 'arm64')
+            build(job, 'arm64')
         except KunitError as e:  # a mutant that does not build is not a test result
             return MutantOutcome(name, about, 'does-not-build', [str(e).splitlines()[0]])
-        result = run_topology(self.job, TOPOLOGY)
+        result = run_topology(job, TOPOLOGY)
         for suffix in ('console', 'ktap', 'json', 'log', 'meta.json'):
             src = self.out / f'{TOPOLOGY}.{suffix}'
             if src.exists():
@@ -134,9 +225,9 @@ class _Runner:
     def guest(self, name: str, about: str) -> MutantOutcome:
         """The loopback kselftest in an x86_64 SLUB guest; its counter check must fail."""
         start = time.monotonic()
-        g = guest.Guest(self.scratch, 'x86_64', 'slub')
+        g = guest.Guest(self.scratch, 'x86_64', 'slub', self.variant)
         try:
-            guest.build(g, self.out)
+            guest.build(g, self.out, self.digest)
         except guest.GuestError as e:
             return MutantOutcome(name, about, 'does-not-build', [str(e).splitlines()[0]])
         if self.initrd is None:
@@ -217,27 +308,32 @@ def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[Mut
     for m in mutants:
         for rel in touched_files(m.patch.read_text()):
             originals[rel] = (tree.path / rel).read_bytes()
+    digest = buildstamp.tree_digest(scratch.path, leave_out=originals)
     try:
         for kind in dict.fromkeys(m.kind for m in mutants):
             attempt = runner.kunit if kind == 'kunit' else runner.guest
-            linkcopy.write(scratch.path, originals)
+            runner.switch(kind, '', originals, digest)
             name = 'pristine' if kind == 'kunit' else f'pristine-{kind}'
             base = attempt(name, f'the installed tree, unmutated ({kind})')
             base.verdict = 'passes' if base.verdict == 'missed' else 'pristine-fails'
             base.pristine = True
             outcomes.append(base)
             progress.say(f'{name}: {base.verdict}')
-            for m in (m for m in mutants if m.kind == kind):
+            pristine_dir = runner.build_dir(kind)
+            mine = [m for m in mutants if m.kind == kind]
+            prune(pristine_dir, {m.name for m in mine})
+            for m in mine:
                 state: Contents = dict(originals)
                 state.update(planned[m.name])
-                linkcopy.write(scratch.path, state)
+                seed(pristine_dir, variant_dir(pristine_dir, m.name))
+                runner.switch(kind, m.name, state, digest)
                 o = attempt(m.name, m.about)
                 outcomes.append(o)
                 progress.say(f'mutant {m.name}: {o.verdict}'
                              + (f' by {", ".join(o.failed_cases[:3])}' if o.failed_cases
                                 else ''))
     finally:
-        linkcopy.write(scratch.path, originals)
+        runner.switch('kunit', '', originals, digest)
     write_text(out / 'results.json', json.dumps(
         [o.__dict__ for o in outcomes], indent=1) + '\n')
     return outcomes
