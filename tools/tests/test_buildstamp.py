@@ -96,17 +96,16 @@ class VariantTest(unittest.TestCase):
         self.src.mkdir()
         (self.src / 'Makefile').write_text(MAKEFILE)
         (self.src / 'x.src').write_text('stock\n')
-        self.pristine = root / 'build'
+        self.canon = root / 'build'
         self.base = buildstamp.tree_digest(self.src, leave_out=['x.src'])
 
     def tearDown(self) -> None:
         self.tmp.cleanup()
 
     def switch(self, variant: str, data: bytes) -> tuple[Path, str]:
-        bdir = mutants.variant_dir(self.pristine, variant)
-        if variant:
-            mutants.seed(self.pristine, bdir)
-        return bdir, mutants.write_variant(self.src, {'x.src': data}, bdir, self.base)
+        mutants.occupy(self.canon, variant)
+        return self.canon, mutants.write_variant(self.src, {'x.src': data}, self.canon,
+                                                 self.base)
 
     def test_each_variant_rebuilds_what_differs_for_it_and_no_more(self) -> None:
         p, stock1 = self.switch('', b'stock\n')
@@ -146,12 +145,34 @@ class VariantTest(unittest.TestCase):
 
     def test_mutants_gone_from_the_package_lose_their_build_dirs(self) -> None:
         self.switch('', b'stock\n')
-        kept, _ = self.switch('kept', b'a\n')
-        gone, _ = self.switch('gone', b'b\n')
-        mutants.prune(self.pristine, {'kept'})
-        self.assertTrue(kept.is_dir())
-        self.assertFalse(gone.exists())
-        self.assertTrue(self.pristine.is_dir())
+        self.switch('kept', b'a\n')
+        self.switch('gone', b'b\n')
+        self.switch('', b'stock\n')
+        mutants.prune(self.canon, {'kept'})
+        self.assertTrue(mutants.stored(self.canon, 'kept').is_dir())
+        self.assertFalse(mutants.stored(self.canon, 'gone').exists())
+        self.assertEqual((self.canon / mutants.WHOSE).read_text(), 'unmutated\n')
+
+    def test_each_variant_builds_at_the_one_path(self) -> None:
+        """The build records absolute paths (objtool's dependencies on x86): every
+        variant builds at the same path, and its own dir comes back there."""
+        p, _ = self.switch('', b'stock\n')
+        self.assertEqual(make(self.src, p), 0)
+        a, _ = self.switch('lossy', b'mutant\n')
+        self.assertEqual(a, p)
+        self.assertEqual(make(self.src, a), 0)
+        self.assertEqual((a / 'x.out').read_text(), 'mutant\n')
+        p, _ = self.switch('', b'stock\n')
+        self.assertEqual((p / 'x.out').read_text(), 'stock\n', 'the unmutated dir is back')
+        self.assertEqual((mutants.stored(self.canon, 'lossy') / 'x.out').read_text(),
+                         'mutant\n', 'the mutant\'s waits beside it')
+
+    def test_a_build_dir_of_no_variant_is_not_taken_for_one(self) -> None:
+        self.canon.mkdir()
+        (self.canon / mutants.WHOSE).write_text('../../elsewhere\n')
+        self.switch('lossy', b'mutant\n')
+        self.assertFalse((self.canon.parent.parent / 'elsewhere').exists())
+        self.assertEqual((self.canon / mutants.WHOSE).read_text(), 'lossy\n')
 
 
 if __name__ == '__main__':

@@ -53,15 +53,13 @@ class Guest:
     tree: Tree
     arch: str
     allocator: str
-    variant: str = ''       # a build dir of its own (make mutants: one per mutant)
 
     @property
     def name(self) -> str:
         return f'{self.tree.label}-{self.arch}-{self.allocator}'
 
     def build_dir(self) -> Path:
-        own = f'@{self.variant}' if self.variant else ''
-        return self.tree.path.parent / f'guest-{self.arch}-{self.allocator}{own}'
+        return self.tree.path.parent / f'guest-{self.arch}-{self.allocator}'
 
     def image(self) -> Path:
         return self.build_dir() / arches.get(self.arch).image

@@ -51,8 +51,6 @@ class Job:
     # The tree's buildstamp digest, where the caller has it (mutants: one walk for
     # every variant); else build() walks the tree.
     tree_digest: str = ''
-    # The build dir, where the caller keeps its own (mutants: one per variant).
-    build_dir_override: Path | None = None
 
     @property
     def parser_tree(self) -> Tree:
@@ -63,8 +61,6 @@ class Job:
         return self.tree.path / 'tools' / 'testing' / 'kunit' / 'kunit.py'
 
     def build_dir(self, arch: str) -> Path:
-        if self.build_dir_override is not None:
-            return self.build_dir_override
         return build_dir_for(self.tree, self.cache, arch)
 
     def of_arch(self, arch: str) -> list[str]:

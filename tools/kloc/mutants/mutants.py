@@ -11,12 +11,13 @@ adds (a suite) applies to the package's copy. The tree is never touched:
 a hard-linked copy beside it takes each mutant in turn. Each kind first
 runs on the unmutated copy, which must pass.
 
-Every variant (the unmutated copy, each mutant) builds in a build dir of
-its own, seeded from the unmutated one's, so that a second run with nothing
-changed rebuilds nothing: each file kloc writes for a variant gets the mtime
-it had the last time that variant's build dir saw those bytes (a record in
-the build dir, .kloc-sources), or now where its bytes are new there. make
-then rebuilds in a variant's dir exactly what changed for that variant, and
+Every variant (the unmutated copy, each mutant) has a build dir of its
+own, first copied from the unmutated one's, moved into the one build path
+while it builds; so a second run with nothing changed rebuilds nothing:
+each file kloc writes for a variant gets the mtime it had the last time
+that variant's build dir saw those bytes (a record in the build dir,
+.kloc-sources), or now where its bytes are new there. make then rebuilds
+in a variant's dir exactly what changed for that variant, and
 trees/buildstamp.py skips a build whose inputs are all as last built.
 """
 
@@ -108,31 +109,60 @@ def scratch_copy(tree: Tree, cache: Path) -> Tree:
 
 
 SOURCES = '.kloc-sources'       # in a variant's build dir: rel -> [sha256, mtime_ns]
+WHOSE = '.kloc-variant'         # in a variant's build dir: the variant's name
+UNMUTATED = 'unmutated'
 
 
-def variant_dir(pristine: Path, variant: str) -> Path:
-    """The build dir of a variant: the unmutated copy's, or one named after the mutant."""
-    return pristine if not variant else pristine.with_name(f'{pristine.name}@{variant}')
+def stored(canon: Path, variant: str) -> Path:
+    """Where a variant's build dir waits while another one builds."""
+    return canon.with_name(f'{canon.name}@{variant or UNMUTATED}')
 
 
-def seed(pristine: Path, dest: Path) -> None:
-    """A variant's first build dir is a copy of the unmutated one's (a real copy: the
-    compiler writes objects in place), so that its first build is incremental. Its
-    record and stamp stay behind: every file kloc writes for it is new to it."""
-    if dest.is_dir():
-        return
-    tmp = dest.with_name(dest.name + '.kloc-tmp')
-    shutil.rmtree(tmp, ignore_errors=True)
-    subprocess.run(['cp', '-a', '--reflink=auto', str(pristine), str(tmp)], check=True)
-    for name in (SOURCES, buildstamp.STAMP):
-        (tmp / name).unlink(missing_ok=True)
-    os.rename(tmp, dest)
+def _whose(build_dir: Path) -> str:
+    try:
+        name = (build_dir / WHOSE).read_text().strip()
+    except OSError:
+        return UNMUTATED            # a build dir from before variants had their own
+    return name if name and '/' not in name and name != '..' else ''
 
 
-def prune(pristine: Path, names: set[str]) -> None:
+def occupy(canon: Path, variant: str) -> None:
+    """Put variant's build dir at canon, the one path every build uses (the build
+    records absolute paths: objtool's dependencies, for one). The dir there goes back
+    to its own place; a variant that has none yet starts from a copy of the unmutated
+    one's (a real copy: the compiler writes objects in place), less its record and
+    stamp, so that every file kloc writes for it is new to it. A dir that says it is
+    no variant's is removed."""
+    name = variant or UNMUTATED
+    if canon.is_dir() and not canon.is_symlink():
+        here = _whose(canon)
+        if here == name:
+            return
+        away = stored(canon, here) if here else None
+        if away is None or away.exists():
+            shutil.rmtree(canon)
+        else:
+            os.rename(canon, away)
+    mine = stored(canon, name)
+    if mine.is_dir():
+        os.rename(mine, canon)
+    elif variant and stored(canon, UNMUTATED).is_dir():
+        tmp = canon.with_name(canon.name + '.kloc-tmp')
+        shutil.rmtree(tmp, ignore_errors=True)
+        subprocess.run(['cp', '-a', '--reflink=auto', str(stored(canon, UNMUTATED)),
+                        str(tmp)], check=True)
+        for f in (SOURCES, buildstamp.STAMP):
+            (tmp / f).unlink(missing_ok=True)
+        os.rename(tmp, canon)
+    canon.mkdir(parents=True, exist_ok=True)
+    write_text(canon / WHOSE, name + '\n')
+
+
+def prune(canon: Path, names: set[str]) -> None:
     """Remove the build dirs of mutants that are no longer in the package."""
-    for d in pristine.parent.glob(f'{pristine.name}@*'):
-        if d.is_dir() and not d.is_symlink() and d.name.split('@', 1)[1] not in names:
+    for d in canon.parent.glob(f'{canon.name}@*'):
+        name = d.name.split('@', 1)[1]
+        if d.is_dir() and not d.is_symlink() and name not in names | {UNMUTATED}:
             shutil.rmtree(d)
 
 
@@ -190,22 +220,21 @@ class _Runner:
         self.job = Job(scratch, out, (TOPOLOGY,), jobs, timeout, cache)
         self.initrd: Path | None = None
         self.digest = ''            # the tree's, as the variant now written makes it
-        self.variant = ''           # '' : the unmutated copy
 
     def switch(self, kind: str, variant: str, state: Contents, base: str) -> None:
-        """Write variant's files into the copy, and make its build dir the one used."""
-        self.variant = variant
-        self.digest = write_variant(self.scratch.path, state, self.build_dir(kind), base)
+        """Put variant's build dir in place and write its files into the copy."""
+        canon = self.build_dir(kind)
+        occupy(canon, variant)
+        self.digest = write_variant(self.scratch.path, state, canon, base)
 
     def build_dir(self, kind: str) -> Path:
         if kind == 'kunit':
-            return variant_dir(self.job.build_dir('arm64'), self.variant)
-        return guest.Guest(self.scratch, 'x86_64', 'slub', self.variant).build_dir()
+            return self.job.build_dir('arm64')
+        return guest.Guest(self.scratch, 'x86_64', 'slub').build_dir()
 
     def kunit(self, name: str, about: str) -> MutantOutcome:
         start = time.monotonic()
-        job = dataclasses.replace(self.job, tree_digest=self.digest,
-                                  build_dir_override=self.build_dir('kunit'))
+        job = dataclasses.replace(self.job, tree_digest=self.digest)
         try:
             build(job, 'arm64')
         except KunitError as e:  # a mutant that does not build is not a test result
@@ -225,7 +254,7 @@ class _Runner:
     def guest(self, name: str, about: str) -> MutantOutcome:
         """The loopback kselftest in an x86_64 SLUB guest; its counter check must fail."""
         start = time.monotonic()
-        g = guest.Guest(self.scratch, 'x86_64', 'slub', self.variant)
+        g = guest.Guest(self.scratch, 'x86_64', 'slub')
         try:
             guest.build(g, self.out, self.digest)
         except guest.GuestError as e:
@@ -319,13 +348,11 @@ def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[Mut
             base.pristine = True
             outcomes.append(base)
             progress.say(f'{name}: {base.verdict}')
-            pristine_dir = runner.build_dir(kind)
             mine = [m for m in mutants if m.kind == kind]
-            prune(pristine_dir, {m.name for m in mine})
+            prune(runner.build_dir(kind), {m.name for m in mine})
             for m in mine:
                 state: Contents = dict(originals)
                 state.update(planned[m.name])
-                seed(pristine_dir, variant_dir(pristine_dir, m.name))
                 runner.switch(kind, m.name, state, digest)
                 o = attempt(m.name, m.about)
                 outcomes.append(o)
