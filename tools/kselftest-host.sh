@@ -35,11 +35,19 @@ if ! make -C "$tree/tools/testing/selftests" TARGETS="$TARGETS" O="$out/build" \
 	cat "$out/install.log"
 	exit 1
 fi
+# The test makes its own network namespace (unshare(CLONE_NEWNET)). An ordinary
+# user runs it in a user namespace of its own, where that is allowed: no root.
+userns=()
+if [ "$(id -u)" -ne 0 ]; then
+	userns=(unshare --map-root-user)
+fi
 for t in $TARGETS; do
-	echo "kselftest: $t: run_kselftest.sh -c $t on this kernel ($(uname -r))" >&2
+	echo "kselftest: $t: run_kselftest.sh -c $t on this kernel ($(uname -r))" \
+		"${userns[*]:+in a user namespace of its own (${userns[*]})}" >&2
 	# Appended to: the runner reopens /dev/stdout (O_APPEND) for the test's output.
 	: >"$out/$t.ktap"
-	(cd "$out/install" && ./run_kselftest.sh -c "$t") >>"$out/$t.ktap" 2>&1 || fail=1
+	(cd "$out/install" && "${userns[@]}" ./run_kselftest.sh -c "$t") \
+		>>"$out/$t.ktap" 2>&1 || fail=1
 	cat "$out/$t.ktap"
 	grep -Eq "^ok [0-9]+ selftests: $t: [^ ]+( # SKIP)?$" "$out/$t.ktap" || fail=1
 	! grep -q "^not ok [0-9]* selftests: $t: " "$out/$t.ktap" || fail=1

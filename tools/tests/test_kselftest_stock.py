@@ -37,6 +37,7 @@ from kloc.guests import guest
 from kloc.lava import export as lava_export
 from kloc.qemu import topology
 from kloc.series import planning
+from kloc.paths import PACKAGE_ROOT
 from kloc.trees import kernels, sources
 from kloc.paths import cache_dir
 from kloc.version import KernelVersion, tree_version
@@ -198,6 +199,9 @@ class StockKselftest(unittest.TestCase):
         secs = time.monotonic() - run_start
         lap('run_kselftest.sh')
         self.check_run(r, secs, timeout)
+        if os.geteuid() == 0 and shutil.which('setpriv') and shutil.which('unshare'):
+            self.check_as_user(inst, timeout)
+            lap('run_kselftest.sh as an ordinary user')
 
         # gen_tar with the Makefile's own TARGETS: all but lo_counters skipped
         others = sorted(set(TARGETS_LINE.findall((ksft / 'Makefile').read_text())) - {TARGET})
@@ -219,6 +223,42 @@ class StockKselftest(unittest.TestCase):
         print(f'\n{self.id()}: linux {tree_version(root)}: '
               f'{time.monotonic() - start:.1f} s (' +
               ', '.join(f'{k} {v:.1f} s' for k, v in times.items()) + ')', file=sys.stderr)
+
+    def check_as_user(self, inst: Path, timeout: int) -> None:
+        """As an ordinary user (nobody), the way tools/kselftest-host.sh runs it there:
+        in a user namespace of its own, where the test may make its network namespace.
+        Without one it can only skip."""
+        script = (PACKAGE_ROOT / 'tools' / 'kselftest-host.sh').read_text()
+        m = re.search(r'^\s*userns=\(([^)]+)\)$', script, re.M)
+        assert m is not None, 'tools/kselftest-host.sh sets no user namespace command'
+        userns = m.group(1).split()
+        user = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups']
+        with tempfile.TemporaryDirectory(prefix='kloc-ksft-user-') as d:
+            os.chmod(d, 0o755)
+            dest = Path(d) / 'install'
+            shutil.copytree(inst, dest)
+            for p in (dest, *dest.rglob('*')):
+                p.chmod(p.stat().st_mode | stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
+                        | (0o111 if p.is_dir() or p.stat().st_mode & 0o100 else 0))
+            os.chown(d, 65534, 65534)       # the user's output file, as kselftest-host.sh's
+
+            def as_user(*wrap: str) -> tuple[subprocess.CompletedProcess[str], str, float]:
+                # The runner reopens /dev/stdout: a file the user owns (not our pipe),
+                # appended to, as kselftest-host.sh's.
+                start = time.monotonic()
+                out = Path(d) / f'{len(wrap)}.ktap'
+                r = subprocess.run([*user, 'sh', '-c', f'{" ".join(wrap)} ./run_kselftest.sh '
+                                    f'-c {TARGET} >>../{out.name} 2>&1'], cwd=dest,
+                                   capture_output=True, text=True, timeout=timeout + 30)
+                return r, out.read_text(), time.monotonic() - start
+            _, plain, _ = as_user()
+            self.assertIn(f'ok 1 selftests: {TARGET}: {TARGET} # SKIP', plain,
+                          'an ordinary user without a user namespace can only skip')
+            r, out, secs = as_user(*userns)
+            self.check_run(subprocess.CompletedProcess(r.args, r.returncode, out, r.stderr),
+                           secs, timeout)
+            self.assertNotIn('# SKIP', out.splitlines()[-1],
+                             f'{" ".join(userns)}: the test still skipped:\n{out}')
 
     def check_installed(self, ksft: Path) -> None:
         """The hook: lo_counters in TARGETS in sorted position; its .gitignore and config."""
