@@ -8,6 +8,7 @@ table remote), standing in for a patch that moves every table."""
 from __future__ import annotations
 
 import json
+import os
 import unittest
 from pathlib import Path
 
@@ -135,3 +136,34 @@ class Report(unittest.TestCase):
 
 if __name__ == '__main__':
     unittest.main()
+
+
+class MakeTestReviewProof(unittest.TestCase):
+    """make test's review of numa-unaware-cmdq.patch, a patch as it would be posted
+    (tools/make-test.sh): every KUnit status change is PASS -> FAIL, and there are
+    some; the base fails nothing; the ITS reads the workload's four commands locally
+    in every base boot and remotely in every patched one; no table read per interrupt
+    moves. KLOC_REVIEW_JSON names its review.json; unset, skipped; set, it must be one."""
+
+    def test_make_tests_review(self) -> None:
+        path = os.environ.get('KLOC_REVIEW_JSON')
+        if path is None:
+            self.skipTest('KLOC_REVIEW_JSON= names make test\'s review.json')
+        self.assertTrue(path and Path(path).is_file(), f'KLOC_REVIEW_JSON={path!r}: no file')
+        doc = json.loads(Path(path).read_text())
+        kunit = doc['kunit']
+        changes = [(c['base'], c['patched']) for c in kunit['changes']]
+        its = doc['its']['topologies']['arm64_2n_its1']
+        cmd = {side: [b['reads']['cmd'] for b in its[side]['boots']] for side in its}
+        remote = {side: its[side]['remote_per_interrupt_mean'] for side in its}
+        print(f'{len(changes)} status changes: {sorted(set(changes))}, totals: '
+              f'{kunit["totals"]}; ITS commands read (local/remote): {cmd}; remote reads '
+              f'per interrupt: {remote}')
+        self.assertTrue(changes, 'the patch changed no KUnit status')
+        self.assertEqual(set(changes), {('PASS', 'FAIL')})
+        self.assertNotIn('FAIL', kunit['totals']['base'])
+        self.assertTrue(cmd['base'] and all(c == {'local': 4, 'remote': 0}
+                                            for c in cmd['base']), cmd)
+        self.assertTrue(cmd['patched'] and all(c == {'local': 0, 'remote': 4}
+                                               for c in cmd['patched']), cmd)
+        self.assertEqual(remote, {'base': 0, 'patched': 0})
