@@ -17,6 +17,8 @@ import textwrap
 import unittest
 from pathlib import Path
 
+from kloc.run.built import summary as built_summary
+
 TOOLS = Path(__file__).resolve().parents[1]
 PACKAGE = 'kloc_runner_probe'
 
@@ -110,6 +112,20 @@ MODULES = {
                 meet('right', 'left')
     ''',
 }
+
+
+class BuiltTest(unittest.TestCase):
+    def test_variants_are_counted_under_their_dir(self) -> None:
+        built = ('linux-6.12 build-arm64', 'linux-6.12.118 build-arm64',
+                 'linux-6.12.118 build-arm64@leak-cmdq-on-error',
+                 'linux-6.12.118 build-arm64@numa-unaware-cmdq',
+                 'linux-6.12.118 guest-x86_64-slub@lossy-lstats')
+        self.assertEqual(built_summary(built),
+                         'rebuilt linux-6.12 build-arm64, linux-6.12.118 build-arm64 and 2 '
+                         'mutant variants of it, 1 mutant variant of linux-6.12.118 '
+                         'guest-x86_64-slub')
+        self.assertEqual(built_summary(()), 'kernels reused')
+        self.assertEqual(built_summary(None), '-')
 
 
 class RunnerTest(unittest.TestCase):

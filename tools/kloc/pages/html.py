@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kloc.its.figures import ABOUT as ITS_ABOUT, MSI_TABLES
+from kloc.run.built import summary as built_summary
 
 # What each judged figure stands for, and what it cannot say.
 MEANS = {
@@ -95,14 +96,14 @@ def _parts(doc: dict[str, Any]) -> list[str]:
             '<th>time</th><th>kernels</th></tr>']
     for p in doc.get('parts', []):
         cls = 'pass' if p.get('ok') else 'fail'
-        built = '-' if p.get('built') is None else (', '.join(p['built']) or 'reused')
+        rebuilt = built_summary(p.get('built'))
         title = '' if p.get('title') in (None, p.get('name')) else \
             f'<br><span class="note">{e(p.get("title"))}</span>'
         rows.append(f'<tr class="{cls}" data-part="{e(p.get("name"))}"><td>{e(p.get("name"))}'
                     f'{title}</td>'
                     f'<td>{"PASS" if p.get("ok") else "FAIL"}</td><td>{e(p.get("verdict"))}'
                     f'</td><td class="num">{_num(p.get("seconds"), ".0f")} s</td>'
-                    f'<td>{e(built)}</td></tr>')
+                    f'<td>{e(rebuilt)}</td></tr>')
     return rows + ['</table>']
 
 

@@ -27,6 +27,7 @@ from kloc.atomicfile import write_text
 from kloc.paths import PACKAGE_ROOT
 from kloc.pages import html as pages_html
 from kloc.run import parts as run_parts, results
+from kloc.run.built import summary as built_summary
 
 FORMAT = 'kloc-run-v1'
 
@@ -198,8 +199,8 @@ def screen(outcomes: list[Outcome], out: Path) -> str:
     """One screen: per part, PASS or FAIL, its verdict, what it rebuilt, where it is."""
     lines = ['', f'make run: {sum(o.ok for o in outcomes)} of {len(outcomes)} parts passed', '']
     for o in outcomes:
-        built = f'rebuilt {", ".join(o.built)}' if o.built else 'kernels reused'
-        lines.append(f'{"PASS" if o.ok else "FAIL"}  {o.name:<18} {o.seconds:>7.0f} s  {built}')
+        lines.append(f'{"PASS" if o.ok else "FAIL"}  {o.name:<18} {o.seconds:>7.0f} s  '
+                     f"{built_summary(o.built)}")
         lines.append(f'      {o.verdict}')
         lines.append(f'      details: {o.details}; log: {o.log}')
     lines += ['', f'All of it: {out}/report.html (from {out}/run.json)']
