@@ -168,7 +168,10 @@ class PatchedTree(unittest.TestCase):
         bad.write_text(SLOW.read_text().replace(' \tskb_tx_timestamp(skb);\n',
                                                 ' \tskb_tx_stamp(skb);\n'))
         with self.assertRaisesRegex(HunkError, r'drivers/net/loopback.c: hunk #1 \(at line '
-                                               r'\d+\) does not apply'):
+                                               r'\d+\) does not apply.* The base is Linux '
+                                               r'6\.12\.\d+ at .*: if the patch was made '
+                                               r'against another kernel, name that one with '
+                                               r'KERNEL= or KDIR='):
             patched_tree(self.base, patch_input.load(bad), self.cache)
         self.assertFalse((self.cache / 'review').exists())
 

@@ -36,6 +36,7 @@ from kloc.series.planning import PristineFn, edited_files, plan_from, pristine_r
     reconstruct, recover_original
 from kloc.series.state import DamagedStateError, InstallError, read_manifest
 from kloc.series.treefiles import read_file
+from kloc.trees import kernels
 from kloc.trees.sources import Tree
 from kloc.version import KernelVersion
 
@@ -286,7 +287,10 @@ def _on_installed(base: Tree, patch: PatchInfo, series: list[Change], planned: C
     try:
         applied = apply_to(base, patch, planned)
     except (HunkError, ReviewError):
-        raise HunkError(message) from stock
+        raise HunkError(f'{message}. The base is Linux {base.version} at {base.path}: '
+                        'if the patch was made against another kernel, name that one with '
+                        f'KERNEL= or KDIR= (make review\'s default is {kernels.NEWEST})'
+                        ) from stock
     package = integrity.touched(base.version, series, patch.files, applied.found,
                                 applied.contents)
     if not package:
