@@ -53,7 +53,7 @@ NUMBERS = $(call opt,--timeout,$(TIMEOUT)) $(call opt,--runs,$(RUNS)) \
 	$(call opt,--seconds,$(SECONDS)) $(call opt,--alpha,$(ALPHA)) $(call opt,--mde,$(MDE)) \
 	$(call opt,--counted,$(COUNTED))
 
-.PHONY: help deps tree install uninstall patches kunit kselftest guest compare review bench-aa mutants lava \
+.PHONY: help deps tree install uninstall patches kunit kselftest guest compare review bench-aa bench-plugin-cost mutants lava \
 	known-failures \
 	report run test check-tools lint clean
 
@@ -74,6 +74,7 @@ help:
 	@echo '  make compare     SLUB vs SLAB guests (the newest kernel with SLAB), interleaved: table, JSON, SVG plot'
 	@echo "  make review      PATCH=file: base vs patched kernel (KERNEL=$$($(KLOC) registry newest) by default), KUnit + loopback A/B (timed and counted); report"
 	@echo '  make bench-aa    REPEATS= A/A reviews at review'"'"'s defaults: how often the verdict calls a null difference'
+	@echo '  make bench-plugin-cost  RUNS= boots each: no plugin, kloc-count, cache.c (icount) and timed: wall time, peak RSS'
 	@echo '  make mutants     apply each mutant to a copy of the tree; each must be caught'
 	@echo '  make known-failures  each known upstream failure of KERNEL= fails stock and passes with its fix'
 	@echo '  make lava        LAVA jobs for the KUnit kernels and the guest kselftest (RUN=1: run them here)'
@@ -143,6 +144,11 @@ bench-aa: deps
 		REPEATS=$(call q,$(REPEATS)) RUNS=$(call q,$(AA_RUNS)) \
 		AA_SECONDS=$(call q,$(AA_SECONDS)) ALPHA=$(call q,$(ALPHA)) \
 		COUNTED=$(call q,$(COUNTED)) STREAMS=$(call q,$(AA_STREAMS)) tools/bench-aa.sh
+
+# A benchmark, not a test: what the counting plugin costs against QEMU's cache.c.
+bench-plugin-cost: deps
+	@$(KLOC) bench-plugin-cost $(TREE) $(call opt,--runs,$(RUNS)) \
+		$(call opt,--timeout,$(TIMEOUT)) --out $(call q,$(OUT))
 
 kselftest: deps
 	@$(MARK_OUT) && OUT=$(call q,$(OUT)) PYTHON=$(call q,$(PYTHON)) KERNEL=$(call q,$(KERNEL)) \

@@ -106,12 +106,14 @@ OPTIONS = (
     Option(make='TIMEOUT', dest='timeout',
            about='seconds one boot may take before it counts as hung',
            defaults=(('kunit', '300'), ('review', '300'), ('mutants', '120'),
-                     ('guest', '180'), ('known-failures', '300'), ('compare', '180')),
+                     ('guest', '180'), ('known-failures', '300'), ('compare', '180'),
+                     ('bench-plugin-cost', '180')),
            low=1, high=86400, integer=True),
     Option(make='RUNS', dest='runs',
            about='good timed runs per side (wall-clock under emulation: shown, judged only '
            'where no counted boots are)',
-           defaults=(('compare', '6'), ('review', '10')), low=2, high=10000, integer=True),
+           defaults=(('compare', '6'), ('review', '10'), ('bench-plugin-cost', '5')), low=2,
+           high=10000, integer=True),
     Option(make='SECONDS', dest='seconds',
            about='measuring time of each phase, in seconds (from 0.1: a shorter phase sends '
            'too few packets to time)',

@@ -91,6 +91,9 @@ COMMANDS = (
     Command(name='aa-report', fn=h.aa_report,
             help='make bench-aa\'s findings from its A/A reviews in OUT/bench-aa',
             tree=False, numbers=('alpha',)),
+    Command(name='bench-plugin-cost', fn=h.bench_plugin_cost,
+            help='boots with no plugin, kloc-count and cache.c, interleaved: wall time and '
+            'peak RSS of each', numbers=('runs', 'timeout'), qemu=True),
     Command(name='defaults', fn=h.show_defaults,
             help='every option\'s default, as make help shows them', tree=False, out=False),
     Command(name='out', fn=h.out,

@@ -13,9 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kloc import defaults, paths, progress
-from kloc.bench import aa, compare, interleave, single
+from kloc.bench import aa, compare, interleave, plugin_cost, single
 from kloc.kunitpy import known, report as kunit_report, runner, suites
 from kloc.lava import device as lava_device, lab as lava_lab, workflow as lava_workflow
+from kloc.guests import guest as guest_mod
 from kloc.mutants import mutants
 from kloc.its.model import check_penalty
 from kloc.qemu import arches, release, topology
@@ -164,6 +165,20 @@ def guest(args: argparse.Namespace) -> int:
     _out(args)
     _install(req.tree, args)
     return 0 if single.run(req, g, topo) else 1
+
+
+def bench_plugin_cost(args: argparse.Namespace) -> int:
+    """What counting costs (bench/plugin_cost.py): the x86_64 SLUB guest's boots with no
+    plugin, kloc-count and cache.c, interleaved; the table, and the JSON beside it."""
+    t = _tree(args)
+    out = _out_dir(args) / 'bench-plugin-cost' / t.label
+    _install(t, args)
+    _out(args)
+    s = plugin_cost.prepare(guest_mod.Guest(t, 'x86_64', 'slub'), out)
+    boots = plugin_cost.run(s, args.runs, args.timeout * guest_mod.COUNTED_SLOWDOWN)
+    print(plugin_cost.table(boots), end='')
+    print(f'Files: {plugin_cost.write(boots, s)}; the consoles in {out}/boots')
+    return 0
 
 
 def run_compare(args: argparse.Namespace) -> int:
