@@ -18,10 +18,7 @@ DEPS=(
 	"xz-utils xz"
 	"perl perl"
 	"python3 /usr/bin/python3"
-	"gcc-aarch64-linux-gnu aarch64-linux-gnu-gcc"
 	"libc6-dev-arm64-cross /usr/aarch64-linux-gnu/lib/libc.a"
-	"qemu-system-arm qemu-system-aarch64"
-	"qemu-system-x86 qemu-system-x86_64"
 	"flex flex"
 	"bison bison"
 	"bc bc"
@@ -51,9 +48,22 @@ DEPS=(
 	# lava-run (make lava RUN=1, make test); it brings python3-yaml and python3-jinja2,
 	# which make lava uses to write the jobs and render the device.
 	"lava-dispatcher /usr/bin/lava-run"
-	"linux-source-6.12 /usr/src/linux-source-6.12.tar.xz"
-	"linux-source-6.1 /usr/src/linux-source-6.1.tar.xz"
 )
+
+# The kernels' linux-source packages, the arches' QEMU and cross compilers: kloc
+# says them (trees/kernels.py, qemu/arches.py), once python3 is here. Without it
+# they are missing too; the install below runs this script again for them.
+PYTHON=${PYTHON:-/usr/bin/python3}
+registry=()
+if [ -x "$PYTHON" ]; then
+	if ! mapfile -t registry < <(PYTHONPATH="$(dirname "$0")" "$PYTHON" -m kloc registry deps) ||
+		[ ${#registry[@]} -eq 0 ]; then
+		echo "kloc: $PYTHON -m kloc registry deps failed (above): the kernels' and" \
+			"arches' packages are not checked" >&2
+		exit 1
+	fi
+	DEPS+=("${registry[@]}")
+fi
 
 # Extra "package probe" pairs, separated by ';', e.g. from a CI image.
 IFS=';' read -r -a extra <<<"${KLOC_DEPS_EXTRA:-}"
@@ -132,5 +142,9 @@ echo "kloc: installing: ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q >&2
 apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+if [ ${#registry[@]} -eq 0 ] && [ -z "${KLOC_DEPS_AGAIN:-}" ]; then
+	# python3 is here now: the registries' packages, in a second pass
+	KLOC_DEPS_AGAIN=1 exec "$0" "$@"
+fi
 plugin_header "${1:-}"
 qemu_release "${1:-}"

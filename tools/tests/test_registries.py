@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import subprocess
 import unittest
 
 from kloc import cli, defaults
+from kloc.cli import handlers
 from kloc.bench import compare
 from kloc.kunitpy import known, suites
 from kloc.mutants import mutants
@@ -23,7 +25,12 @@ SERIES_LIST = [ln.strip() for ln in (PACKAGE_ROOT / 'kunit' / 'series').read_tex
 
 
 def deps_packages() -> set[str]:
-    return set(re.findall(r'^\t"([\w.+:-]+) ', DEPS, re.MULTILINE))
+    """What tools/deps.sh checks: its own list and what kloc registry deps says."""
+    r = subprocess.run(['/bin/bash', '-c', 'source <(sed -n "/^DEPS=(/,/^)/p" "$1"); '
+                        'printf "%s\\n" "${DEPS[@]}"', '-', str(PACKAGE_ROOT / 'tools/deps.sh')],
+                       capture_output=True, text=True, check=True)
+    listed = {line.split()[0] for line in r.stdout.splitlines() if line.strip()}
+    return listed | {line.split()[0] for line in handlers.deps_lines().splitlines()}
 
 
 class KeywordsTest(unittest.TestCase):
@@ -59,6 +66,14 @@ class KernelsTest(unittest.TestCase):
         # make review's default: the newest declared kernel
         self.assertEqual(kernels.NEWEST, max(k.version for k in kernels.KERNELS).series)
         self.assertTrue(any(k.slab for k in kernels.KERNELS), 'make compare needs SLAB')
+
+    def test_deps_sh_repeats_no_registry_fact(self) -> None:
+        """deps.sh asks kloc registry deps for the kernels' and arches' packages: its
+        own list names none of them again."""
+        own = set(re.findall(r'^\t"([\w.+:-]+) ', DEPS, re.MULTILINE))
+        registry = {line.split()[0] for line in handlers.deps_lines().splitlines()}
+        self.assertFalse(own & registry, f'tools/deps.sh repeats {sorted(own & registry)}')
+        self.assertIn('kloc registry deps', DEPS)
 
     def test_deps_lists_no_other_kernel(self) -> None:
         listed = {p for p in deps_packages() if p.startswith('linux-source-')}

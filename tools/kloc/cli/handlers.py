@@ -260,6 +260,19 @@ def clean(args: argparse.Namespace) -> int:
     return 0
 
 
+def deps_lines() -> str:
+    """tools/deps.sh's 'package probe' lines that the registries declare: each
+    installed kernel's linux-source, each arch's QEMU and, where this machine
+    cross-compiles for it, its compiler."""
+    lines = [f'{k.package} /usr/src/{k.package}.tar.xz' for k in kernels.KERNELS
+             if not k.suite]
+    for a in arches.ARCHES.values():
+        lines.append(f'{a.qemu_package} qemu-system-{a.qemu}')
+        if a.cross_prefix():
+            lines.append(f'{a.cross_package} {a.cross_prefix()}gcc')
+    return '\n'.join(lines)
+
+
 def registry(args: argparse.Namespace) -> int:
     """One fact of the registries, as words for a shell script."""
     what = args.what
@@ -284,6 +297,7 @@ def registry(args: argparse.Namespace) -> int:
         'cross': lambda: arches.get(args.arch).cross_prefix(),
         'lava-dictionary': lambda: lava_device.DICTIONARY.rstrip('\n'),
         'lint-objects': lambda: ' '.join(suites.lint_objects()),
+        'deps': deps_lines,
     }
     print(facts[what]())
     return 0
