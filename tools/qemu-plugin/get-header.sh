@@ -24,9 +24,6 @@
 
 set -euo pipefail
 
-# As tools/kloc/paths.py resolves it.
-root=$(realpath -m -- "${KLOC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kloc}")
-cache=$root/qemu-src
 add_src=0
 case "${1:-}" in
 --add-deb-src) add_src=1 ;;
@@ -41,53 +38,6 @@ die() {
 	echo "get-header.sh: $*" >&2
 	exit 1
 }
-
-me=$(id -u)
-fix="kloc uses only a cache that is yours alone: chown -R $(id -un) $root &&"
-fix="$fix chmod -R go-w $root, or point KLOC_CACHE at a folder of your own"
-
-# trusted PATH KIND: PATH, if it exists, is a KIND (folder or file) of the
-# user's that nobody else can write; else refuse, naming it and the fix.
-trusted() {
-	local p=$1 kind=$2 uid mode type owner
-	if [ ! -e "$p" ] && [ ! -L "$p" ]; then
-		return 0
-	fi
-	if [ -L "$p" ]; then
-		die "$p is a symlink (to $(readlink -- "$p")) where kloc keeps a $kind of its" \
-			"cache: refused; remove it (rm $p) if you did not make it, or point" \
-			"KLOC_CACHE at a folder of your own"
-	fi
-	IFS=: read -r uid mode type < <(stat -c '%u:%a:%F' -- "$p")
-	case "$kind:$type" in
-	folder:directory | file:regular\ file | file:regular\ empty\ file) ;;
-	*) die "$p is a $type where kloc keeps a $kind of its cache: refused; move it" \
-		"away, or point KLOC_CACHE at a folder of your own" ;;
-	esac
-	if [ "$uid" != "$me" ]; then
-		owner=$(id -nu "$uid" 2>/dev/null || echo "uid $uid")
-		die "$p belongs to $owner, not to you ($(id -un)): refused; $fix"
-	fi
-	if (((8#$mode & 8#022) != 0)); then
-		die "$p is writable by other users (mode $mode): refused; $fix"
-	fi
-}
-
-# No folder above the cache lets other users put another cache in its place.
-p=$root
-while [ "$p" != / ]; do
-	p=$(dirname -- "$p")
-	if [ -e "$p" ]; then
-		mode=$(stat -c '%a' -- "$p")
-		if (((8#$mode & 8#022) != 0 && (8#$mode & 8#1000) == 0)); then
-			die "$p, a folder above the cache $root, is writable by other users (mode" \
-				"$mode, no sticky bit): refused; chmod go-w $p (or +t), or point" \
-				"KLOC_CACHE at a folder of your own"
-		fi
-	fi
-done
-trusted "$root" folder
-trusted "$cache" folder
 
 # The source version of the installed qemu-system-* packages; all must agree.
 installed=()
@@ -108,11 +58,14 @@ done
 [ -n "$version" ] || die "no qemu-system-x86 or qemu-system-arm package is installed" \
 	"(make deps installs them)"
 
-dir="$cache/${version//:/_}"
-trusted "$dir" folder
-for f in qemu-plugin.h source-version tcg-plugins.rst cache.c; do
-	trusted "$dir/$f" file
-done
+# The cache's folder for it, made and checked as every kloc command checks the
+# cache (tools/kloc/paths.py: the user's alone, no symlink, no other writer),
+# and its files where they are there.
+here=$(cd -- "$(dirname -- "$0")/.." && pwd)
+dir=$(PYTHONPATH=$here "${PYTHON:-python3}" -m kloc cache-path qemu-src "${version//:/_}" \
+	--file qemu-plugin.h --file source-version --file tcg-plugins.rst --file cache.c 2>&1) ||
+	die "${dir##*error: }"
+cache=$(dirname -- "$dir")
 if [ -f "$dir/qemu-plugin.h" ] && [ -f "$dir/cache.c" ] &&
 	[ "$(cat "$dir/source-version" 2>/dev/null)" = "$version" ]; then
 	echo "$dir"
@@ -170,14 +123,6 @@ if ! known_versions | grep -qxF "$version"; then
 		"(run by make deps) does both."
 fi
 
-# A missing cache is made for the user alone (mode 0700), as kloc makes it.
-if [ ! -e "$root" ]; then
-	mkdir -p -- "$(dirname -- "$root")"
-	mkdir -m 0700 -- "$root" 2>/dev/null || [ -d "$root" ]
-fi
-mkdir -m 0700 -- "$cache" 2>/dev/null || [ -d "$cache" ]
-trusted "$root" folder
-trusted "$cache" folder
 tmp=$(mktemp -d "$cache/.get-header.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 if ! (cd "$tmp" && apt-get source -q --download-only "qemu=$version") >"$tmp/apt.log" 2>&1; then

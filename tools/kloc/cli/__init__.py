@@ -74,6 +74,9 @@ COMMANDS = (
     Command(name='registry', fn=h.registry,
             help='the declared kernels, arches and suites, for scripts', tree=False,
             out=False, extra=o.registry),
+    Command(name='cache-path', fn=h.cache_path,
+            help='a folder of the cache, made and checked as kloc checks it, for scripts',
+            tree=False, out=False, extra=o.cache_path),
     Command(name='fetch-source', fn=h.fetch_source,
             help='Debian\'s linux-source-X.Y of sid or experimental, unpacked into the '
             'cache, not installed', tree=False, out=False, extra=o.fetch_source),

@@ -260,6 +260,20 @@ def clean(args: argparse.Namespace) -> int:
     return 0
 
 
+def cache_path(args: argparse.Namespace) -> int:
+    """For the scripts: the cache folder cache/PARTS..., made where missing and checked
+    level by level as every kloc command checks it, and each --file there that exists
+    a regular file of the user's that nobody else can write; its path, or the refusal."""
+    path = paths.cache_subdir(cache_dir(), *args.parts)
+    for name in args.file:
+        if not name or '/' in name or name in ('.', '..'):
+            raise KlocError(f'--file {name!r}: a file name in the folder, not a path')
+        if os.path.lexists(path / name):
+            paths.trusted_file(path / name)
+    print(path)
+    return 0
+
+
 def deps_lines() -> str:
     """tools/deps.sh's 'package probe' lines that the registries declare: each
     installed kernel's linux-source, each arch's QEMU and, where this machine

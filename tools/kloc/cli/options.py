@@ -198,6 +198,12 @@ REGISTRY_FACTS = ('kernels', 'default', 'newest', 'alpha', 'review-counted', 'ma
                   'lint-objects', 'lava-dictionary', 'deps')
 
 
+def cache_path(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument('parts', nargs='*', help='the folder under the cache, level by level')
+    sp.add_argument('--file', action='append', default=[],
+                    help='a file in that folder to check where it exists (repeat)')
+
+
 def registry(sp: argparse.ArgumentParser) -> None:
     sp.add_argument('what', choices=REGISTRY_FACTS)
     sp.add_argument('arch', nargs='?', default='arm64',
