@@ -15,7 +15,8 @@ MDE        ?=
 FORCE      ?=
 KERNELS    ?=
 PYTHON     ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
-export KLOC_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kloc
+# Where the cache is, when KLOC_CACHE is not given: kloc says (tools/kloc/paths.py).
+export KLOC_CACHE
 
 # A value as one shell word, whatever it holds (spaces, quotes, $, `): every recipe
 # passes user values only through q.
@@ -87,7 +88,7 @@ help:
 		$(if $(KERNEL),$(call q,$(KERNEL)),"(default: $$($(KLOC) registry default); review: the newest)") \
 		$(call q,$(KDIR)) $(call q,$(OUT)) $(call q,$(TOPOLOGIES))
 	@printf '           KLOC_CACHE=%s ARCH= ALLOC= TOPOLOGY= (guest, compare, review)\n' \
-		$(call q,$(KLOC_CACHE))
+		$(if $(KLOC_CACHE),$(call q,$(KLOC_CACHE)),"$$($(KLOC) registry cache)")
 	@echo '           PATCH= AA=1 REVIEW_PACKAGE=1 BENCH=0 (review: KUnit only) FORCE=1 (replace or restore files edited by hand)'
 	@echo '           LAVA_URL= LAVA_TOKEN_FILE= (or LAVA_TOKEN=) LAVA_ARTIFACTS_URL= (compare, review: timed runs in a LAVA lab)'
 	@echo '           LAVA_INSECURE_HTTP=1 (plain http to a LAVA host that is not this machine)'

@@ -36,7 +36,9 @@ class CacheTrustError(KlocError):
     """The cache, or a folder or file kloc uses in it, is not the user's alone."""
 
 
-def _cache_path() -> Path:
+def cache_path() -> Path:
+    """Where the cache is: $KLOC_CACHE, else $XDG_CACHE_HOME/kloc, else ~/.cache/kloc
+    (neither made nor checked: cache_dir() does that)."""
     explicit = os.environ.get('KLOC_CACHE')
     if explicit:
         return Path(explicit).expanduser().resolve()
@@ -59,7 +61,7 @@ def cache_dir() -> Path:
     is made, mode 0700, by the first command that writes in it
     (cache_subdir()).
     """
-    path = _cache_path()
+    path = cache_path()
     if os.path.lexists(path):
         _check_root(path, create=False)
     return path
@@ -95,7 +97,7 @@ def trusted_dir(path: Path) -> Path:
     """A folder kloc writes state into (locks, stamps): made if missing, then checked
     like the cache's folders. One in the cache ($KLOC_CACHE) is checked level by
     level from the cache down; another one is checked itself."""
-    root = _cache_path()
+    root = cache_path()
     absolute = Path(os.path.abspath(path))
     if absolute == root or root in absolute.parents:
         return cache_subdir(root, *absolute.relative_to(root).parts)

@@ -312,6 +312,7 @@ def registry(args: argparse.Namespace) -> int:
         'lava-dictionary': lambda: lava_device.DICTIONARY.rstrip('\n'),
         'lint-objects': lambda: ' '.join(suites.lint_objects()),
         'deps': deps_lines,
+        'cache': lambda: str(paths.cache_path()),
     }
     print(facts[what]())
     return 0

@@ -195,7 +195,7 @@ def fetch_source(sp: argparse.ArgumentParser) -> None:
 
 REGISTRY_FACTS = ('kernels', 'default', 'newest', 'alpha', 'review-counted', 'make-test-kernels',
                   'make-test-topologies', 'known-failures', 'packages', 'cross',
-                  'lint-objects', 'lava-dictionary', 'deps')
+                  'lint-objects', 'lava-dictionary', 'deps', 'cache')
 
 
 def cache_path(sp: argparse.ArgumentParser) -> None:
