@@ -17,7 +17,7 @@ import textwrap
 import unittest
 from pathlib import Path
 
-from kloc.run.built import summary as built_summary
+from kloc.pages.built import summary as built_summary
 
 TOOLS = Path(__file__).resolve().parents[1]
 PACKAGE = 'kloc_runner_probe'

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kloc.its.figures import ABOUT as ITS_ABOUT, MSI_TABLES
-from kloc.run.built import summary as built_summary
+from kloc.pages.built import summary as built_summary
 
 # What each judged figure stands for, and what it cannot say.
 MEANS = {

@@ -27,7 +27,7 @@ from kloc.atomicfile import write_text
 from kloc.paths import PACKAGE_ROOT
 from kloc.pages import html as pages_html
 from kloc.run import parts as run_parts, results
-from kloc.run.built import summary as built_summary
+from kloc.pages.built import summary as built_summary
 
 FORMAT = 'kloc-run-v1'
 
