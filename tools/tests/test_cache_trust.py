@@ -350,6 +350,45 @@ def qemu_source_version() -> str:
 
 @unittest.skipUnless(shutil.which('dpkg-query') and qemu_source_version(),
                      'no qemu-system-* package is installed')
+class CachePathTest(Base):
+    """kloc cache-path, which the scripts ask for a folder of the cache and its files:
+    the same checks as every command, and a refusal in one line naming the path."""
+
+    def test_the_folder_is_made_for_the_user_alone(self) -> None:
+        r = kloc('cache-path', 'qemu-src', '1_10.0', env=self.env())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        made = self.cache / 'qemu-src' / '1_10.0'
+        self.assertEqual(r.stdout, f'{made}\n')
+        for d in (self.cache, made.parent, made):
+            self.assertEqual(os.stat(d).st_mode & 0o777, 0o700, d)
+
+    def test_a_file_of_another_user_is_refused(self) -> None:
+        d = self.cache / 'qemu-src'
+        d.mkdir(parents=True, mode=0o700)
+        os.chmod(self.cache, 0o700)
+        (d / 'cache.c').write_text('')
+        os.chown(d / 'cache.c', nobody(), nobody())
+        r = kloc('cache-path', 'qemu-src', '--file', 'cache.c', '--file', 'absent.h',
+                 env=self.env())
+        self.assert_refused(r, d / 'cache.c', 'cache-path')
+
+    def test_a_symlinked_file_is_refused(self) -> None:
+        d = self.cache / 'qemu-src'
+        d.mkdir(parents=True, mode=0o700)
+        os.chmod(self.cache, 0o700)
+        (d / 'qemu-plugin.h').symlink_to(self.tmp / 'elsewhere.h')
+        r = kloc('cache-path', 'qemu-src', '--file', 'qemu-plugin.h', env=self.env())
+        self.assert_refused(r, d / 'qemu-plugin.h', 'cache-path')
+
+    def test_names_that_are_paths_are_refused(self) -> None:
+        for args in (('..',), ('qemu-src', '--file', '../x'), ('a/b',)):
+            with self.subTest(args=args):
+                r = kloc('cache-path', *args, env=self.env())
+                self.assertNotEqual(r.returncode, 0, r.stdout)
+                self.assertNotIn('Traceback', r.stderr)
+                self.assertFalse((self.tmp / 'x').exists())
+
+
 class GetHeaderTest(Base):
     def setUp(self) -> None:
         super().setUp()
