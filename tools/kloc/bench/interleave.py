@@ -25,6 +25,7 @@ from kloc.guests import guest
 from kloc.bench.metrics import extract
 from kloc.bench.store import BenchRun, Store, open_store
 from kloc.qemu.topology import Topology
+from kloc.trees import buildstamp
 from kloc.errors import KlocError
 
 
@@ -106,8 +107,11 @@ def prepare(a: tuple[str, guest.Guest], b: tuple[str, guest.Guest], topo: Topolo
     (label_a, ga), (label_b, gb) = a, b
     logs = out / 'logs'
     logs.mkdir(parents=True, exist_ok=True)
+    digests: dict[Path, str] = {}       # one walk of each tree (both sides: one tree)
     for g in dict.fromkeys((ga, gb)):
-        guest.build(g, logs)
+        if g.tree.path not in digests:
+            digests[g.tree.path] = buildstamp.tree_digest(g.tree.path)
+        guest.build(g, logs, digests[g.tree.path])
     binary = guest.static_selftest(topo.arch, ga.tree.path / 'tools/testing/selftests', out)
     args = selftest_args(seconds)
     initrd = guest.initramfs(binary, args, out / 'initramfs.gz', topo.arch)

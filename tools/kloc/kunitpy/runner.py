@@ -474,7 +474,9 @@ def run(job: Job) -> list[KunitRun]:
         elif os.path.lexists(leftover):
             leftover.unlink()
     new.mkdir(parents=True)
-    trial = dataclasses.replace(job, out_dir=new)
+    # one walk of the tree for every arch's build (none of them writes it)
+    trial = dataclasses.replace(job, out_dir=new, tree_digest=job.tree_digest or
+                                buildstamp.tree_digest(job.tree.path))
     runs = []
     fixes = known.fixes_in(job.tree.path, job.tree.version)
     for arch in trial.arches():
