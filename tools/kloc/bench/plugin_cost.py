@@ -24,7 +24,7 @@ from kloc import progress
 from kloc.atomicfile import write_text
 from kloc.bench import interleave
 from kloc.counting import crosscheck
-from kloc.counting.plugin import build_plugin, check_plugin_matches_qemu
+from kloc.counting.plugin import Plugin, build_plugin, check_plugin_matches_qemu
 from kloc.errors import KlocError
 from kloc.guests import guest
 from kloc.qemu import topology
@@ -58,6 +58,8 @@ class Setup:
     timed_initrd: Path
     counted_initrd: Path
     out: Path
+    plugin: Plugin          # kloc-count, built and checked against the QEMU that runs
+    cache_c: Path           # QEMU's contrib/plugins/cache.c, built
 
 
 def prepare(g: guest.Guest, out: Path) -> Setup:
@@ -71,7 +73,9 @@ def prepare(g: guest.Guest, out: Path) -> Setup:
                             topo.arch)
     counted = guest.initramfs(binary, interleave.counted_args(),
                               out / 'initramfs-counted.gz', topo.arch)
-    return Setup(g, topo, timed, counted, out)
+    plugin = build_plugin()
+    check_plugin_matches_qemu(plugin)
+    return Setup(g, topo, timed, counted, out, plugin, crosscheck.build_cache_plugin())
 
 
 def cache_c_args(vcpus: int) -> list[str]:
@@ -84,15 +88,12 @@ def command(s: Setup, kind: str, seed: int) -> list[str]:
     if kind == 'timed':
         return guest.qemu_command(s.g, s.timed_initrd, s.topo)
     if kind == 'kloc-count':
-        plugin = build_plugin()
-        check_plugin_matches_qemu(plugin)
-        return guest.counted_command(s.g, s.counted_initrd, s.topo, plugin,
+        return guest.counted_command(s.g, s.counted_initrd, s.topo, s.plugin,
                                      work / f'{kind}-{seed}.counts.json', seed)
     cmd = guest.qemu_command(s.g, s.counted_initrd, s.topo, counted=True)
     cmd += ['-accel', 'tcg,thread=single', *guest.ICOUNT, *guest.seed_args(seed)]
     if kind == 'cache.c':
-        so = crosscheck.build_cache_plugin()
-        cmd += ['-plugin', ','.join([str(so), *cache_c_args(s.topo.cpus)]),
+        cmd += ['-plugin', ','.join([str(s.cache_c), *cache_c_args(s.topo.cpus)]),
                 '-d', 'plugin', '-D', str(work / f'{kind}-{seed}.log')]
     return cmd
 
@@ -118,10 +119,10 @@ def boot(s: Setup, kind: str, seed: int, timeout: float) -> Boot:
                 raise CostError(f'{kind} boot {seed} ran past {timeout:.0f} s: {console}')
             time.sleep(0.05)
     secs = time.monotonic() - start
-    p.returncode = os.waitstatus_to_exitcode(status)
+    rc = os.waitstatus_to_exitcode(status)
     record, why = guest.parse_console(console.read_text(errors='replace'))
-    if p.returncode or record is None or why:
-        raise CostError(f'{kind} boot {seed} (exit {p.returncode}) did not reach the '
+    if rc or record is None or why:
+        raise CostError(f'{kind} boot {seed} (exit {rc}) did not reach the '
                         f'kselftest\'s result ({why or "no record"}): {console}')
     return Boot(kind, seed, round(secs, 2), round(usage.ru_maxrss / 1024, 1))
 
