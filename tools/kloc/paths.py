@@ -71,14 +71,21 @@ def cache_subdir(cache: Path, *parts: str) -> Path:
     """cache/parts..., each level checked from the cache down (once per process), and
     made, mode 0700, where missing (the cache itself as mkdir -p would, its parents
     with the usual modes)."""
+    names = [plain_name(part, 'a folder name, one level of the cache') for part in parts]
     root = _check_root(cache, create=True)
     path = root
-    for part in parts:
-        if not part or part in ('.', '..') or '/' in part:
-            raise ValueError(f'cache_subdir: {part!r} is not a folder name')
+    for part in names:
         path = path / part
         _make(path, root)
     return path
+
+
+def plain_name(name: str, what: str) -> str:
+    """name, if it names an entry of one folder (not empty, '.', '..', nor a path); else
+    KlocError saying it is to be what."""
+    if not name or name in ('.', '..') or '/' in name:
+        raise KlocError(f'{name!r}: {what}, not a path')
+    return name
 
 
 def _make(path: Path, root: Path) -> None:

@@ -264,14 +264,8 @@ def cache_path(args: argparse.Namespace) -> int:
     """For the scripts: the cache folder cache/PARTS..., made where missing and checked
     level by level as every kloc command checks it, and each --file there that exists
     a regular file of the user's that nobody else can write; its path, or the refusal."""
-    def plain(name: str) -> bool:
-        return bool(name) and '/' not in name and name not in ('.', '..')
-    for part in args.parts:
-        if not plain(part):
-            raise KlocError(f'{part!r}: a folder name, one level of the cache, not a path')
     for name in args.file:
-        if not plain(name):
-            raise KlocError(f'--file {name!r}: a file name in the folder, not a path')
+        paths.plain_name(name, '--file takes a file name in the folder')
     path = paths.cache_subdir(cache_dir(), *args.parts)
     for name in args.file:
         if os.path.lexists(path / name):
