@@ -29,7 +29,6 @@ DEPS=(
 	"cpio cpio"
 	"rsync rsync"
 	"ccache ccache"
-	"kmod depmod"
 	"sparse sparse"
 	"shellcheck shellcheck"
 	"mypy /usr/bin/mypy"
