@@ -54,7 +54,7 @@ NUMBERS = $(call opt,--timeout,$(TIMEOUT)) $(call opt,--runs,$(RUNS)) \
 	$(call opt,--seconds,$(SECONDS)) $(call opt,--alpha,$(ALPHA)) $(call opt,--mde,$(MDE)) \
 	$(call opt,--counted,$(COUNTED))
 
-.PHONY: help deps tree install uninstall patches kunit kselftest guest compare review bench-aa bench-plugin-cost mutants lava \
+.PHONY: help deps tree patches kunit kselftest guest compare review bench-aa bench-plugin-cost mutants lava \
 	known-failures \
 	report run test check-tools lint clean
 
@@ -65,9 +65,7 @@ help:
 	@echo "  make test        the package's own tests, lint, and KUnit on $$($(KLOC) registry make-test-kernels)"
 	@echo
 	@echo '  make deps        install missing Debian packages (as root), or list them'
-	@echo "  make tree        extract the kernel tree (KERNEL=$$($(KLOC) registry kernels | tr ' ' '|')), print its path"
-	@echo '  make install     install the tests and hooks into the tree'
-	@echo '  make uninstall   restore the tree byte for byte'
+	@echo "  make tree        refresh kloc's copy of the tree (KERNEL=$$($(KLOC) registry kernels | tr ' ' '|') or KDIR=), the series applied; print its path"
 	@echo '  make patches     export the series as git-am-able patches to $$(OUT)/patches'
 	@echo '  make kunit       KUnit on every topology: KTAP, JSON, $$(OUT)/kunit/junit.xml'
 	@echo '  make kselftest   build the kselftests standalone and in-tree; run them on this kernel'
@@ -89,7 +87,7 @@ help:
 		$(call q,$(KDIR)) $(call q,$(OUT)) $(call q,$(TOPOLOGIES))
 	@printf '           KLOC_CACHE=%s ARCH= ALLOC= TOPOLOGY= (guest, compare, review)\n' \
 		$(if $(KLOC_CACHE),$(call q,$(KLOC_CACHE)),"$$($(KLOC) registry cache)")
-	@echo '           PATCH= AA=1 REVIEW_PACKAGE=1 BENCH=0 (review: KUnit only) FORCE=1 (replace or restore files edited by hand)'
+	@echo '           PATCH= AA=1 REVIEW_PACKAGE=1 BENCH=0 (review: KUnit only) FORCE=1 (mutants on a tree with uncommitted edits)'
 	@echo '           LAVA_URL= LAVA_TOKEN_FILE= (or LAVA_TOKEN=) LAVA_ARTIFACTS_URL= (compare, review: timed runs in a LAVA lab)'
 	@echo '           LAVA_INSECURE_HTTP=1 (plain http to a LAVA host that is not this machine)'
 	@echo '           yes-or-no variables (FORCE, AA, REVIEW_PACKAGE, RUN, V) take 1, or 0 or nothing'
@@ -102,12 +100,6 @@ deps:
 
 tree: deps
 	@$(KLOC) tree $(TREE)
-
-install: deps
-	@$(KLOC) install $(TREE)
-
-uninstall: deps
-	@$(KLOC) uninstall $(TREE)
 
 patches: deps
 	@$(KLOC) patches $(TREE) --out $(call q,$(OUT))

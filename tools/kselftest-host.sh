@@ -15,8 +15,8 @@ OUT=${OUT:-out}
 KERNEL=${KERNEL:-$(kloc registry kernels | cut -d" " -f1)}
 TARGETS=lo_counters
 
+# kloc's copy of the tree, the series applied (the tree itself is never written)
 tree=$(kloc tree --kernel "$KERNEL")
-kloc install --kernel "$KERNEL" >/dev/null
 out=$(realpath -m "$OUT/kselftest")
 rm -rf "$out"
 mkdir -p "$out"

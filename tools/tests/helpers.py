@@ -10,6 +10,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import threading
 import time
 import unittest
@@ -20,9 +21,9 @@ from typing import Any
 from kloc.bench import metrics
 from kloc.counting.errors import CountingError
 from kloc.kunitpy import ktap
-from kloc.series import changes, install
 from kloc.trees import kernels, sources
 from kloc.paths import cache_dir
+from kloc.version import KernelVersion, tree_version
 
 DATA = Path(__file__).resolve().parent / 'data'
 REGEN = os.environ.get('KLOC_REGEN_GOLDEN') == '1'
@@ -46,11 +47,41 @@ def debian_tree(kernel: str) -> sources.Tree:
 
 
 def installed_tree(kernel: str) -> sources.Tree:
-    """The cached Debian tree carrying the package, as make guest leaves it: installed
-    here (nothing is written if it already is), not assumed from an earlier command."""
+    """The cached Debian tree carrying the package: kloc's copy of it, refreshed here,
+    the series applied (trees/workcopy.py), not assumed from an earlier command."""
+    return debian_tree(kernel)
+
+
+TOOLS = Path(__file__).resolve().parents[1]
+
+
+def pristine_tree(dest: Path, kernel: str = '6.12') -> tuple[Path, KernelVersion]:
+    """A small tree: the key files of a kernel tree and every file the series touches,
+    as Debian's tree has them (the extracted tree, which kloc never writes)."""
     tree = debian_tree(kernel)
-    install.install(tree.path, tree.version, changes.load_series())
-    return tree
+    assert tree.source is not None
+    for rel in set(sources.checked_files(tree.version)):
+        data = (tree.source / rel).read_bytes() if (tree.source / rel).is_file() else None
+        if data is None:
+            continue
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        (dest / rel).write_bytes(data)
+    return dest, tree.version
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """A kloc command line, run from the package's tools/."""
+    return subprocess.run([sys.executable, '-m', 'kloc', *args], cwd=TOOLS,
+                          env=dict(os.environ, PYTHONPATH=str(TOOLS), **(env or {})),
+                          capture_output=True, text=True)
+
+
+def carry(tree: Path, version: KernelVersion | None = None) -> None:
+    """Apply the package's series to a test's own tree in place, as kloc's copy of a
+    tree carries it (trees/workcopy.py: the files written, .kloc/ recording them)."""
+    from kloc.series import changes
+    from kloc.trees import workcopy
+    workcopy.apply_series(tree, tree, version or tree_version(tree), changes.load_series())
 
 
 @functools.cache

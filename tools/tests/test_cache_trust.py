@@ -26,7 +26,11 @@ from unittest import mock
 from kloc import filelock, paths
 from kloc.errors import KlocError
 from kloc.kunitpy import runner
+from kloc.series import changes, planning
 from kloc.trees import archive, sources
+from kloc.version import KernelVersion
+
+from .helpers import debian_tree
 
 TOOLS = Path(__file__).resolve().parents[1]
 GET_HEADER = TOOLS / 'qemu-plugin' / 'get-header.sh'
@@ -50,6 +54,13 @@ def linux_tarball(dest: Path, series: str) -> Path:
         for rel in KEY:
             (top / rel).parent.mkdir(parents=True, exist_ok=True)
             (top / rel).write_text('')
+        # the files the series changes, as the real tree has them: kloc applies it
+        stock = debian_tree(series).source
+        assert stock is not None
+        for rel in planning.series_files(KernelVersion.parse(series), changes.load_series()):
+            if (stock / rel).is_file():
+                (top / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(stock / rel, top / rel)
         (top / 'Makefile').write_text(f'VERSION = {major}\nPATCHLEVEL = {minor}\n'
                                       'SUBLEVEL = 0\nEXTRAVERSION =\n')
         helper = top / 'scripts' / 'helper'
@@ -181,10 +192,12 @@ class ExtractionTest(Base):
         self.cache.mkdir()
         with mock.patch.dict(os.environ, self.env()):
             tree = sources.debian_tree('6.12', self.cache)
-        helper = tree.path / 'scripts' / 'helper'
+        assert tree.source is not None      # the extraction; the copy has links to it
+        helper = tree.source / 'scripts' / 'helper'
         self.assertTrue(helper.is_file())
+        self.assert_no_setid(tree.source)
         self.assert_no_setid(tree.path)
-        self.assertEqual(stat.S_IMODE((tree.path / 'shared').stat().st_mode) & 0o022, 0)
+        self.assertEqual(stat.S_IMODE((tree.source / 'shared').stat().st_mode) & 0o022, 0)
 
     def test_a_mainline_tarball_in_the_cache_keeps_no_setuid_bit(self) -> None:
         # the finding: kloc tree --kernel 7.2 on a tarball planted under debian/

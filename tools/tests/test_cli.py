@@ -26,7 +26,7 @@ def kloc(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 class CliErrors(unittest.TestCase):
     def test_kdir_not_a_kernel_tree(self) -> None:
         with tempfile.TemporaryDirectory() as d:
-            r = kloc('install', '--kdir', d)
+            r = kloc('tree', '--kdir', d)
             self.assertEqual(r.returncode, 2)
             self.assertIn('is not a kernel tree', r.stderr)
             self.assertIn('set KDIR to the top of a kernel source tree', r.stderr)
@@ -45,7 +45,7 @@ class CliErrors(unittest.TestCase):
                       'drivers/irqchip/irq-gic-v3-its.c'):
                 (root / f).parent.mkdir(parents=True, exist_ok=True)
                 (root / f).write_text('')
-            r = kloc('install', '--kdir', d)
+            r = kloc('tree', '--kdir', d)
             self.assertEqual(r.returncode, 2)
             self.assertIn('supports 6.1 and later', r.stderr)
 

@@ -97,19 +97,19 @@ class Booleans(Base):
     def test_force_0_and_no_are_not_force(self) -> None:
         p = cli.parser()
         with mock.patch.dict(os.environ, {'FORCE': ''}):
-            self.assertFalse(p.parse_args(['install', '--force', '0']).force)
-            self.assertFalse(p.parse_args(['install']).force)
-            self.assertTrue(p.parse_args(['install', '--force']).force)
-            self.assertTrue(p.parse_args(['install', '--force', '1']).force)
+            self.assertFalse(p.parse_args(['tree', '--force', '0']).force)
+            self.assertFalse(p.parse_args(['tree']).force)
+            self.assertTrue(p.parse_args(['tree', '--force']).force)
+            self.assertTrue(p.parse_args(['tree', '--force', '1']).force)
         with mock.patch.dict(os.environ, {'FORCE': '0'}):
-            self.assertFalse(cli.parser().parse_args(['install']).force)
-        r = self.kloc('install', '--kdir', NO_TREE, '--force', 'no')
-        self.one_line_error(r, 'kloc install: error: FORCE=no', 'FORCE=1')
+            self.assertFalse(cli.parser().parse_args(['tree']).force)
+        r = self.kloc('tree', '--kdir', NO_TREE, '--force', 'no')
+        self.one_line_error(r, 'kloc tree: error: FORCE=no', 'FORCE=1')
         r = self.kloc('tree', '--kdir', NO_TREE, env={'FORCE': 'no'})
         self.one_line_error(r, 'kloc tree: error: FORCE=no')
 
     def test_make_force_aa_run(self) -> None:
-        for target, var in (('install', 'FORCE'), ('mutants', 'FORCE'), ('review', 'AA'),
+        for target, var in (('tree', 'FORCE'), ('mutants', 'FORCE'), ('review', 'AA'),
                             ('lava', 'RUN')):
             with self.subTest(target=target, var=var):
                 dest = var.lower()
@@ -396,7 +396,7 @@ class MakeQuoting(Base):
         given.update(FORCE='1', AA='1', RUN='1')
         want = {v: s.replace('$$', '$') for v, s in given.items()}
         functions = ''.join(f'{s}() {{ "$FAKE" {s} "$@"; }}\n' for s in SCRIPTS)
-        targets = ('help', 'tree', 'install', 'uninstall', 'patches', 'kunit', 'kselftest',
+        targets = ('help', 'tree', 'patches', 'kunit', 'kselftest',
                    'guest', 'compare', 'review', 'bench-aa', 'mutants', 'lava',
                    'known-failures', 'report', 'run', 'test', 'check-tools', 'lint', 'clean')
         env = {k: v for k, v in os.environ.items() if k not in VALUES + ('PYTHON',)}

@@ -24,13 +24,13 @@ from kloc.kcidb import schema as kcidb_schema
 from kloc.review import copies, patch_input, reporting, review
 from kloc.review.errors import ReviewError
 from kloc.review.patched import patched_tree
-from kloc.series import changes, install, planning
+from kloc.series import changes, planning
 from kloc.series.state import STATE_DIR
 from kloc.series.patching import HunkError
 from kloc.trees.sources import Tree
 from kloc.paths import PACKAGE_ROOT
 
-from .helpers import DATA, debian_tree, mini_tree, review_2008, stock_parser
+from .helpers import carry, DATA, debian_tree, mini_tree, review_2008, stock_parser
 from .test_cli import kloc
 from .test_stats import HonestVerdicts as StatsVerdicts
 
@@ -123,7 +123,7 @@ class PatchedTree(unittest.TestCase):
         root = Path(self.tmp.name)
         self.base = pristine_mini_tree(root / 'linux' / 'src')
         self.cache = root / 'cache'
-        install.install(self.base.path, self.base.version, changes.load_series())
+        carry(self.base.path, self.base.version)
 
     def tearDown(self) -> None:
         self.tmp.cleanup()
@@ -329,7 +329,7 @@ class ChecksBeforeWriting(unittest.TestCase):
     def test_hand_edits_are_reviewed_as_they_are_and_recorded(self) -> None:
         """An edited driver (its hooks kept): the patch is checked against the edit,
         the patched copy carries it, and the report and KCIDB record say so."""
-        install.install(self.base.path, self.base.version, changes.load_series())
+        carry(self.base.path, self.base.version)
         rel = 'drivers/irqchip/irq-gic-v3-its.c'
         drv = self.base.path / rel
         old = 'pr_err_ratelimited("Unable to get SGI status\\n");'
@@ -362,7 +362,7 @@ class ChecksBeforeWriting(unittest.TestCase):
                      'diff --git a/mm/Kconfig b/mm/Kconfig\nold mode 100644\n'
                      'new mode 100755\n')
         checked = review.check(self.base, patch_input.load(p))
-        install.install(self.base.path, self.base.version, changes.load_series())
+        carry(self.base.path, self.base.version)
         tree, _ = patched_tree(self.base, patch_input.load(p), self.cache,
                                checked.applied)
         self.assertFalse((tree.path / 'drivers/net/loopback.c').exists())

@@ -24,11 +24,12 @@ from pathlib import Path
 from kloc.kcidb import schema as kcidb_schema
 from kloc.review import integrity, kcidb, patch_input, reporting, review
 from kloc.review.errors import ReviewError
-from kloc.series import changes, install, planning
+from kloc.series import changes, planning
 from kloc.series.state import STATE_DIR
 from kloc.series.patching import HunkError
 from kloc.trees.sources import Tree
 
+from .helpers import carry
 from .test_review import TREE_FILES, diff, pristine_mini_tree
 
 TOOLS = Path(__file__).resolve().parents[1]
@@ -48,7 +49,7 @@ class Refusals(unittest.TestCase):
         self.base = pristine_mini_tree(self.dir / 'linux')
         self.series = changes.load_series()
         if self.installed:
-            install.install(self.base.path, self.base.version, self.series)
+            carry(self.base.path, self.base.version)
         plan = planning.plan(self.base.path, self.base.version, self.series)
         self.final = plan.final
         self.cache = self.dir / 'cache'
@@ -236,7 +237,10 @@ class CommandLine(unittest.TestCase):
         self.assertIn(SUITE, lines[0])
         self.assertIn('REVIEW_PACKAGE=1', lines[0])
         self.assertFalse(out.exists())
-        self.assertFalse((self.dir / 'cache').exists())
+        # kloc's copy of the tree is made (trees/workcopy.py); no patched copy, no build
+        self.assertEqual(sorted(p.name for p in (self.dir / 'cache' / 'kdir').glob('*/*')),
+                         ['src', 'src.lock'])
+        self.assertFalse((self.dir / 'cache' / 'review').exists())
         self.assertFalse((base.path / STATE_DIR).exists())
         self.assertEqual(sorted({'Makefile', *TREE_FILES}), sorted(
             str(f.relative_to(base.path)) for f in base.path.rglob('*') if f.is_file()))

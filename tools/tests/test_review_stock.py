@@ -23,9 +23,10 @@ from pathlib import Path
 from kloc.review import patch_input, review
 from kloc.review.errors import ReviewError
 from kloc.review.patched import patched_tree
-from kloc.series import changes, install, planning
+from kloc.series import changes, planning
 from kloc.series.patching import HunkError
 
+from .helpers import carry
 from .test_review import diff, pristine_mini_tree
 
 DRIVER = 'drivers/irqchip/irq-gic-v3-its.c'
@@ -49,7 +50,7 @@ class AsPosted(unittest.TestCase):
         self.stock = (self.base.path / DRIVER).read_bytes()
         self.assertNotIn(SEAM_INCLUDE.encode(), self.stock)
         if self.installed:
-            install.install(self.base.path, self.base.version, self.series)
+            carry(self.base.path, self.base.version)
         self.installed_driver = planning.plan(self.base.path, self.base.version,
                                               self.series).final[DRIVER]
         self.cache = self.dir / 'cache'
@@ -94,7 +95,7 @@ class AsPosted(unittest.TestCase):
         want = planning.plan_from(lambda rel: patched if rel == DRIVER else read(rel),
                                   self.base.path, self.base.version, self.series).final[DRIVER]
         self.assertEqual(applied.contents[DRIVER], want)
-        install.install(self.base.path, self.base.version, self.series)
+        carry(self.base.path, self.base.version)
         tree, reused = patched_tree(self.base, p, self.cache, applied)
         self.assertFalse(reused)
         self.assertEqual((tree.path / DRIVER).read_bytes(), want)

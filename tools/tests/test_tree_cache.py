@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
-"""The cache of extracted Debian trees: damage found by content, leftovers removed."""
+"""The cache of extracted Debian trees: damage found by content, leftovers removed; the
+extracted tree is only read, kloc's copy of it carries the series."""
 
 from __future__ import annotations
 
@@ -13,13 +14,11 @@ import unittest
 from pathlib import Path
 
 from kloc.paths import PACKAGE_ROOT
-from kloc.series import changes, install
-from kloc.series.state import is_installed
+from kloc.series.state import STATE_DIR, is_installed
 from kloc.trees import sources
 
-from .test_install_safety import TOOLS, pristine_tree
+from .helpers import TOOLS, pristine_tree
 
-SERIES = changes.load_series()
 DRIVER = 'drivers/irqchip/irq-gic-v3-its.c'
 
 
@@ -58,6 +57,8 @@ class TreeCacheTest(unittest.TestCase):
         os.environ['KLOC_LINUX_SOURCE_DIR'] = str(self.srcdir)
         os.environ['KLOC_CACHE'] = str(self.cache / 'kloc')
         self.tree = sources.debian_tree('6.12', self.cache)
+        assert self.tree.source is not None
+        self.stock = self.tree.source
 
     def restore_env(self, src: str | None, cache: str | None) -> None:
         for k, v in (('KLOC_LINUX_SOURCE_DIR', src), ('KLOC_CACHE', cache)):
@@ -71,66 +72,60 @@ class TreeCacheTest(unittest.TestCase):
             self.assertEqual((root / rel).read_bytes(), data, rel)
 
     def truncate(self, rel: str) -> None:
-        p = self.tree.path / rel
+        p = self.stock / rel
         data = p.read_bytes()
         p.write_bytes(data[:len(data) // 2])
 
     def test_a_good_tree_is_reused(self) -> None:
-        inode = self.tree.path.stat().st_ino
+        inode = self.stock.stat().st_ino
         again = sources.debian_tree('6.12', self.cache)
-        self.assertEqual(again.path.stat().st_ino, inode, 'a good tree was extracted again')
+        self.assertEqual(again.source, self.stock)
+        self.assertEqual(self.stock.stat().st_ino, inode, 'a good tree was extracted again')
+
+    def test_the_extracted_tree_stays_as_extracted_the_copy_carries_the_series(self) -> None:
+        self.assert_pristine(self.stock)
+        self.assertFalse(os.path.lexists(self.stock / STATE_DIR))
+        self.assertTrue(is_installed(self.tree.path))
+        self.assertNotEqual((self.tree.path / DRIVER).read_bytes(),
+                            (self.stock / DRIVER).read_bytes())
+        self.assertEqual((self.tree.path / 'Makefile').stat().st_ino,
+                         (self.stock / 'Makefile').stat().st_ino, 'not a hard link')
 
     def test_truncated_files_are_found_and_extracted_again(self) -> None:
         for rel in ('Makefile', DRIVER, 'mm/percpu.c'):
             with self.subTest(rel=rel):
                 self.truncate(rel)
                 tree = sources.debian_tree('6.12', self.cache)
-                self.assert_pristine(tree.path)
-
-    def test_a_truncated_installed_driver_is_blamed_on_the_cache(self) -> None:
-        install.install(self.tree.path, self.tree.version, SERIES)
-        why = sources._tree_is_good(self.tree.path, '6.12', sources._stamp_for(self.tarball))
-        self.assertEqual(why, '', 'an installed tree counts as damaged')
-        self.truncate(DRIVER)
-        why = sources._tree_is_good(self.tree.path, '6.12', sources._stamp_for(self.tarball))
-        self.assertIn('damaged', why)
-        self.assertIn(DRIVER, why)
-        tree = sources.debian_tree('6.12', self.cache)
-        self.assert_pristine(tree.path)
-        self.assertFalse(is_installed(tree.path))
-        saved = list((self.cache / 'kloc' / 'dropped-edits').rglob('irq-gic-v3-its.c'))
-        self.assertEqual(len(saved), 1, 'the damaged file was not kept')
-
-    def test_an_edit_that_keeps_the_hooks_is_not_damage(self) -> None:
-        install.install(self.tree.path, self.tree.version, SERIES)
-        p = self.tree.path / DRIVER
-        p.write_text(p.read_text().replace('Unable to get SGI status', 'No SGI status'))
-        why = sources._tree_is_good(self.tree.path, '6.12', sources._stamp_for(self.tarball))
-        self.assertEqual(why, '')
+                self.assert_pristine(self.stock)
+                if rel != DRIVER:       # the driver carries the series in the copy
+                    self.assertEqual((tree.path / rel).stat().st_ino,
+                                     (self.stock / rel).stat().st_ino)
 
     def test_an_edit_is_kept_not_blamed_on_the_cache(self) -> None:
         """A developer's change to a cached tree is not damage: a truncation is."""
-        p = self.tree.path / 'mm/percpu.c'
+        p = self.stock / 'mm/percpu.c'
         p.write_bytes(p.read_bytes() + b'/* my change */\n')
-        inode = self.tree.path.stat().st_ino
+        inode = self.stock.stat().st_ino
         tree = sources.debian_tree('6.12', self.cache)
-        self.assertEqual(tree.path.stat().st_ino, inode, 'an edit was extracted over')
+        self.assertEqual(self.stock.stat().st_ino, inode, 'an edit was extracted over')
         self.assertTrue(p.read_bytes().endswith(b'/* my change */\n'))
+        self.assertTrue((tree.path / 'mm/percpu.c').read_bytes().endswith(b'/* my change */\n'))
 
-    def test_an_edited_installed_driver_is_tested_not_reverted(self) -> None:
-        # make kunit KERNEL=6.12 after changing the installed driver's allocation
-        # code (a mutant, applied by hand): the run tests the edited driver, and
-        # neither the tree cache nor the install puts the original back.
-        install.install(self.tree.path, self.tree.version, SERIES)
+    def test_an_edited_driver_is_tested_with_the_series_on_top(self) -> None:
+        # a mutant applied by hand to the tree: the copy has the edit and the series
         mutant = PACKAGE_ROOT / 'kunit/its/mutants/6.12/numa-unaware-table.patch'
-        subprocess.run(['patch', '-p1', '-s', '-d', str(self.tree.path), '-i', str(mutant)],
+        pristine = (self.stock / DRIVER).read_bytes()
+        carried = (self.tree.path / DRIVER).read_bytes()
+        subprocess.run(['patch', '-p1', '-s', '-d', str(self.stock), '-i', str(mutant)],
                        check=True)
-        edited = (self.tree.path / DRIVER).read_bytes()
         tree = sources.debian_tree('6.12', self.cache)
-        self.assertEqual((tree.path / DRIVER).read_bytes(), edited)
-        self.assertEqual(install.install(tree.path, tree.version, SERIES), [])
-        self.assertEqual((tree.path / DRIVER).read_bytes(), edited)
-        self.assertIn(b'alloc_pages(GFP_KERNEL | __GFP_ZERO, order)', edited)
+        copied = (tree.path / DRIVER).read_bytes()
+        self.assertIn(b'alloc_pages(GFP_KERNEL | __GFP_ZERO, order)', copied)
+        self.assertNotEqual(copied, (self.stock / DRIVER).read_bytes(), 'no series on top')
+        # and reverted, the copy is the series on the stock driver again
+        (self.stock / DRIVER).write_bytes(pristine)
+        tree = sources.debian_tree('6.12', self.cache)
+        self.assertEqual((tree.path / DRIVER).read_bytes(), carried)
 
     def test_leftovers_of_killed_extractions_are_removed(self) -> None:
         src = self.tree.path.parent
@@ -143,24 +138,26 @@ class TreeCacheTest(unittest.TestCase):
 
     def test_an_interrupted_reextraction_recovers(self) -> None:
         # Killed after the damaged tree was moved aside, before the new one landed.
-        src = self.tree.path.parent
-        self.tree.path.rename(src / '.old-src-12345')
+        src = self.stock.parent
+        self.stock.rename(src / '.old-src-12345')
         (src / '.tmp-src-999999998').mkdir()
         tree = sources.debian_tree('6.12', self.cache)
-        self.assert_pristine(tree.path)
+        self.assert_pristine(self.stock)
+        self.assert_pristine(tree.source or tree.path)
         self.assertFalse((src / '.old-src-12345').exists())
 
     def test_an_old_stamp_is_checked_once_against_the_tarball(self) -> None:
-        stamp = self.tree.path / sources.STAMP
+        stamp = self.stock / sources.STAMP
         stamp.write_text(stamp.read_text().replace('"hashes"', '"x"'))
-        inode = self.tree.path.stat().st_ino
-        tree = sources.debian_tree('6.12', self.cache)
-        self.assertEqual(tree.path.stat().st_ino, inode)
+        inode = self.stock.stat().st_ino
+        sources.debian_tree('6.12', self.cache)
+        self.assertEqual(self.stock.stat().st_ino, inode)
         self.assertIn('"hashes"', stamp.read_text())
         stamp.write_text(stamp.read_text().replace('"hashes"', '"x"'))
         self.truncate('mm/percpu.c')
         tree = sources.debian_tree('6.12', self.cache)
-        self.assert_pristine(tree.path)
+        self.assert_pristine(self.stock)
+        self.assert_pristine(tree.source or tree.path)
 
 
 class SigtermTest(unittest.TestCase):
@@ -185,7 +182,7 @@ class SigtermTest(unittest.TestCase):
             self.assertEqual(proc.returncode, 130, err)
             self.assertNotIn('Traceback', err)
             self.assertEqual(list(src.glob('.tmp-src-*')), [], 'a half tree was left')
-            self.assertFalse((src / 'src').exists())
+            self.assertFalse((src / sources.STOCK).exists())
 
 
 if __name__ == '__main__':

@@ -38,14 +38,10 @@ class Command:
 
 
 COMMANDS = (
-    Command(name='tree', fn=h.tree, help='extract (or check) the kernel tree; print its path',
-            out=False),
+    Command(name='tree', fn=h.tree, out=False,
+            help="print the path of kloc's copy of the tree (refreshed, the series applied)"),
     Command(name='builddir', fn=h.builddir, help='print the KUnit build dir', out=False,
             extra=o.builddir),
-    Command(name='install', fn=h.install_series, help='install the package into the tree',
-            out=False),
-    Command(name='uninstall', fn=h.uninstall, help='restore the tree byte for byte',
-            out=False),
     Command(name='added-lines', fn=h.added_lines,
             help='PATH:LINE of each line the series adds', out=False),
     Command(name='patches', fn=h.patches, help='export the series for git am'),

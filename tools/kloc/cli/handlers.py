@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0
 """One handler per command, as kunit.py's are: read the parsed options, build the
-command's request, check it, install the series where the command builds the tree,
-call the one function that does the work, print what it returns."""
+command's request (its tree: kloc's copy of it, the series applied: trees/workcopy.py),
+check it, call the one function that does the work, print what it returns."""
 
 from __future__ import annotations
 
@@ -23,17 +23,22 @@ from kloc.qemu import arches, release, topology
 from kloc.review import fixcheck, workflow as review_workflow
 from kloc.run import main as run_main, parts as run_parts
 from kloc.review.review import its_asked
-from kloc.series import changes, install, mail, planning
-from kloc.series.treefiles import Faults
+from kloc.series import changes, mail, planning
 from kloc.trees import archive, kernels
 from kloc.atomicfile import write_text
 from kloc.errors import KlocError
 from kloc.trees.sources import Tree, resolve
-from kloc.paths import cache_dir, dropped_edits_dir
+from kloc.paths import cache_dir
 
 
 def _tree(args: argparse.Namespace) -> Tree:
     return resolve(args.kernel, args.kdir, cache_dir())
+
+
+def _source(t: Tree) -> Path:
+    """The tree the copy is of: the series planned against it, as it is."""
+    assert t.source is not None
+    return t.source
 
 
 def _out_dir(args: argparse.Namespace) -> Path:
@@ -46,13 +51,6 @@ def _out(args: argparse.Namespace) -> Path:
     """OUT, made and marked as kloc's (for make clean): once the command's inputs are
     checked, before it writes results."""
     return paths.mark_out(Path(args.out))
-
-
-def _install(tree: Tree, args: argparse.Namespace) -> list[str]:
-    """Install the series (explicitly, or before a command that builds the tree)."""
-    return install.install(tree.path, tree.version, changes.load_series(),
-                           force=args.force, save=dropped_edits_dir(),
-                           faults=Faults.from_env(os.environ))
 
 
 def _lab(args: argparse.Namespace) -> interleave.Runner:
@@ -70,28 +68,9 @@ def builddir(args: argparse.Namespace) -> int:
     return 0
 
 
-def install_series(args: argparse.Namespace) -> int:
-    t = _tree(args)
-    written = _install(t, args)
-    progress.say(f'installed into Linux {t.version} at {t.path}: ' + ', '.join(written)
-                 if written else f'Linux {t.version} at {t.path} already carries this '
-                 'package; nothing changed')
-    return 0
-
-
-def uninstall(args: argparse.Namespace) -> int:
-    t = _tree(args)
-    restored = install.uninstall(t.path, t.version, changes.load_series(),
-                                 force=args.force, save=dropped_edits_dir(),
-                                 faults=Faults.from_env(os.environ))
-    progress.say(f'restored {len(restored)} files in {t.path}: ' + ', '.join(restored)
-                 if restored else f'{t.path} does not carry this package; nothing to do')
-    return 0
-
-
 def patches(args: argparse.Namespace) -> int:
     t = _tree(args)
-    plan = planning.plan(t.path, t.version, changes.load_series())
+    plan = planning.plan(_source(t), t.version, changes.load_series())
     out = _out(args) / 'patches' / t.label
     written = mail.export(plan, out, str(t.version))
     for p in written:
@@ -104,7 +83,7 @@ def patches(args: argparse.Namespace) -> int:
 def added_lines(args: argparse.Namespace) -> int:
     """Print PATH:LINE for every line the series adds to the tree."""
     t = _tree(args)
-    for rel, line in planning.added_lines(planning.plan(t.path, t.version,
+    for rel, line in planning.added_lines(planning.plan(_source(t), t.version,
                                                         changes.load_series())):
         print(f'{t.path / rel}:{line}')
     return 0
@@ -118,7 +97,6 @@ def _report(out: Path) -> int:
 
 def kunit(args: argparse.Namespace) -> int:
     t = _tree(args)
-    _install(t, args)
     out = _out(args)
     runner.run(runner.Job(t, out / 'kunit' / t.label, args.topologies, args.jobs,
                           args.timeout, cache_dir()))
@@ -132,7 +110,6 @@ def report(args: argparse.Namespace) -> int:
 def known_failures(args: argparse.Namespace) -> int:
     t = _tree(args)
     fixcheck.entries_of(t)       # nothing to check: say so before installing
-    _install(t, args)
     checks = fixcheck.run(t, cache_dir(), _out(args) / 'known-failures', args.jobs,
                           args.timeout)
     print(fixcheck.render(checks), end='')
@@ -143,7 +120,6 @@ def run_mutants(args: argparse.Namespace) -> int:
     t = _tree(args)
     out = Path(args.out).resolve() / 'mutants' / t.label
     mutants.check_tree(t, args.force)
-    _install(t, args)
     _out(args)
     outcomes = mutants.run(t, cache_dir(), out, args.jobs, args.timeout)
     text = mutants.render(outcomes)
@@ -163,7 +139,6 @@ def guest(args: argparse.Namespace) -> int:
                          timeout=args.timeout, counted=args.counted, out=_out_dir(args))
     g, topo = single.check(req)
     _out(args)
-    _install(req.tree, args)
     return 0 if single.run(req, g, topo) else 1
 
 
@@ -172,7 +147,6 @@ def bench_plugin_cost(args: argparse.Namespace) -> int:
     plugin, kloc-count and cache.c, interleaved; the table, and the JSON beside it."""
     t = _tree(args)
     out = _out_dir(args) / 'bench-plugin-cost' / t.label
-    _install(t, args)
     _out(args)
     s = plugin_cost.prepare(guest_mod.Guest(t, 'x86_64', 'slub'), out)
     boots = plugin_cost.run(s, args.runs, args.timeout * guest_mod.COUNTED_SLOWDOWN)
@@ -190,7 +164,6 @@ def run_compare(args: argparse.Namespace) -> int:
         timeout=args.timeout, out=out, mde=args.mde, counted=args.counted,
         runner=_lab(args))
     compare.check(t, opts)
-    _install(t, args)
     _out(args)
     print(compare.run(t, opts), end='')
     print(f'Files: {out}/compare.txt, compare.json, compare.svg; runs in {out}/runs.jsonl')

@@ -74,8 +74,8 @@ def tree(sp: argparse.ArgumentParser, kernel: str) -> None:
     sp.add_argument('--kdir', default=os.environ.get('KDIR', ''),
                     type=defaults.one_line('KDIR'),
                     help='your own kernel tree (wins over --kernel)')
-    _boolean(sp, 'force', 'FORCE', 'overwrite or restore files edited by hand (their copies '
-             'are saved under KLOC_CACHE/dropped-edits)', os.environ.get('FORCE', ''))
+    _boolean(sp, 'force', 'FORCE', 'run the mutants on a tree with uncommitted edits',
+             os.environ.get('FORCE', ''))
 
 
 def out(sp: argparse.ArgumentParser) -> None:

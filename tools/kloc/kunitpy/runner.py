@@ -77,11 +77,8 @@ class Job:
 
 
 def build_dir_for(tree: Tree, cache: Path, arch: str = 'arm64') -> Path:
-    """Beside the tree for trees the cache owns; under cache/kdir/ for KDIR trees."""
-    if tree.origin != 'kdir':
-        return tree.path.parent / f'build-{arch}'
-    key = hashlib.sha256(str(tree.path).encode()).hexdigest()[:8]
-    return cache / 'kdir' / f'{tree.label}-{key}' / f'build-{arch}'
+    """Beside the tree: every tree kloc builds is a copy in the cache (trees/workcopy.py)."""
+    return tree.path.parent / f'build-{arch}'
 
 
 def qemu_config(name: str) -> Path:

@@ -310,10 +310,11 @@ def installed_with(m: Mutant, tree: Tree, series: list[Change]) -> Contents:
 def check_tree(tree: Tree, force: bool) -> None:
     """The mutants are written against the tree as released plus this package: refuse
     a tree with uncommitted edits (planning.dirty_files), unless FORCE=1."""
-    dirty = planning.dirty_files(tree.path)
+    where = tree.source or tree.path
+    dirty = planning.dirty_files(where)
     if dirty and not force:
         raise MutantError(
-            f'{tree.path} has uncommitted edits: {", ".join(dirty[:8])}'
+            f'{where} has uncommitted edits: {", ".join(dirty[:8])}'
             f'{" ..." if len(dirty) > 8 else ""}. The mutants are written against the '
             'tree as released plus this package; commit or stash the edits, or run with '
             'FORCE=1 to use the tree as it is')
@@ -322,7 +323,7 @@ def check_tree(tree: Tree, force: bool) -> None:
 
 
 def run(tree: Tree, cache: Path, out: Path, jobs: int, timeout: int) -> list[MutantOutcome]:
-    # The tree carries the current series: the caller installs it.
+    # The tree carries the current series: it is kloc's copy (trees/workcopy.py).
     mutants = load(tree.version)
     series = load_series()
     planned = {m.name: installed_with(m, tree, series) for m in mutants}

@@ -1,15 +1,15 @@
 # SPDX-License-Identifier: GPL-2.0
 """make review: a patched kernel against its base, for a reply on the list.
 
-The base is the tree (KERNEL= or KDIR=) with this package installed. First
-check(), before anything is written: the package's series installs into the
-base, and the patch applies as it would be posted, to the stock files, with
-the series installed on top of the result, in memory (posted.py); a patch
-that changes what judges it is refused unless REVIEW_PACKAGE=1
-(integrity.py).
+The base is kloc's copy of the tree (KERNEL= or KDIR=), the package's series
+applied there (trees/workcopy.py; the tree itself is never written). First
+check(), before anything is written: the patch applies as it would be posted,
+to the stock files, with the series on top of the result, in memory
+(posted.py); a patch that changes what judges it is refused unless
+REVIEW_PACKAGE=1 (integrity.py).
 
-Then run(): the series installed in the base, the patched tree made (a
-hard-linked copy in the cache, patched.py), and KUnit, every suite on every
+Then run(): the patched tree made (a hard-linked copy of the base's copy,
+patched.py), and KUnit, every suite on every
 topology, on both kernels, and the case statuses compared; the loopback
 kselftest in SLUB guests of both, A/B interleaved on one topology. The
 outcome goes to reporting.py: the report, JSON (with a KCIDB record,
@@ -28,13 +28,12 @@ from kloc.guests import guest, its_boot, msi, record
 from kloc.its import model
 from kloc.its.figures import Boots
 from kloc.kunitpy import runner
-from kloc.paths import dropped_edits_dir
 from kloc.qemu import topology
 from kloc.review import integrity
 from kloc.review.patch_input import PatchInfo
 from kloc.review.patched import patched_tree, series_hash
 from kloc.review.posted import Applied, as_posted, stock_reader
-from kloc.series import changes, install
+from kloc.series import changes
 from kloc.series.planning import dirty_files, preview
 from kloc.trees.sources import Tree
 
@@ -169,16 +168,15 @@ def run(base: Tree, patch: PatchInfo | None, opts: ReviewOptions, cache: Path,
         checked: Checked | None = None) -> ReviewOutcome:
     """The review; checked: check(base, patch), if the caller made it already.
 
-    Nothing is written, to the tree or anywhere, before check() has passed.
+    Nothing is built or written but kloc's copy of the tree (made as the tree was
+    resolved) before check() has passed; the tree itself is never written.
     """
     if checked is None or checked.base != base or checked.patch != patch:
         checked = check(base, None if opts.aa else patch, opts.force, opts.review_package)
     if checked.package:
         progress.say(f'{integrity.OPT_IN}: the patch changes what judges it, and the '
                      'report says so first: ' + '; '.join(map(str, checked.package)))
-    install.install(base.path, base.version, changes.load_series(), force=opts.force,
-                    save=dropped_edits_dir())
-    dirty = dirty_files(base.path)
+    dirty = dirty_files(base.source or base.path)
     if dirty:
         progress.say(f'the base tree has uncommitted edits, reviewed as they are (and so '
                      f'recorded): {", ".join(dirty)}')

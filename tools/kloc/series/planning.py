@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
-"""What install and uninstall would write, worked out in memory; writes nothing.
+"""The series applied to a tree's files, worked out in memory; writes nothing.
 
 The plan is the whole series applied to the pristine files (pristine_reader():
 the tree as it is, but for a managed file its original, saved in .kloc/orig
@@ -8,9 +8,9 @@ manifest: which files an install writes, which hand edits it keeps (the
 package's changes are still in them) and which it must refuse to overwrite
 without FORCE. A tree whose .kloc/ is gone or damaged is read from the series
 itself (reconstruct()): each file that carries the package, with its hooks
-reversed, checked by applying them again. recovery.py and install.py do the
-writing. dirty_files() is the tree's uncommitted edits: make review records
-them, make mutants refuses them without FORCE.
+reversed, checked by applying them again. trees/workcopy.py writes the plan
+into kloc's copy of the tree. dirty_files() is the tree's uncommitted edits:
+make review records them, make mutants refuses them without FORCE.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 from kloc.series import state as st
 from kloc.series.changes import Change, SeriesError
 from kloc.series.patching import Contents, HunkError, apply_patch, touched_files
-from kloc.series.state import FORCE_HINT, JOURNAL, MANIFEST, STATE_DIR, DamagedStateError, \
+from kloc.series.state import FORCE_HINT, MANIFEST, STATE_DIR, DamagedStateError, \
     EditedFilesError, InstallError, ManagedFile, Manifest, read_manifest
 from kloc.series.treefiles import file_mode, read_file, sha, uncommitted
 from kloc.version import KernelVersion
@@ -211,17 +211,8 @@ def plan_from(read: PristineFn, tree: Path, version: KernelVersion,
     return result
 
 
-def _refuse_pending_journal(tree: Path) -> None:
-    """For the read-only paths: a pending journal is reported, not rolled back."""
-    jfile = tree / STATE_DIR / JOURNAL
-    if os.path.lexists(jfile):
-        raise InstallError(f'{tree}: an interrupted install or uninstall left {jfile}; run '
-                           'make install or make uninstall on it to roll it back first')
-
-
 def plan(tree: Path, version: KernelVersion, series: list[Change]) -> InstallPlan:
     """The series applied in memory, starting from the pristine tree; writes nothing."""
-    _refuse_pending_journal(tree)
     _, read = pristine_reader(tree, series)
     return plan_from(read, tree, version, series)
 
@@ -389,7 +380,6 @@ def preview(tree: Path, version: KernelVersion, series: list[Change],
 
     Writes nothing: a pending journal is reported, not rolled back.
     """
-    _refuse_pending_journal(tree)
     try:
         before = read_manifest(tree, series)
     except DamagedStateError:

@@ -1,18 +1,18 @@
 # SPDX-License-Identifier: GPL-2.0
-"""The state kloc keeps in a kernel tree's .kloc/, read as untrusted input.
+"""The series' record in a tree's .kloc/, read as untrusted input.
 
-Anyone who could write the tree (or made the tarball it came from) could
-have written its .kloc/, and kloc acts on it as root. So every document is
-checked in full as it is loaded, into typed records (Manifest, Journal):
-its JSON shape, every field's type, every hash. Every path in it must be a
-file the package's series manages (a patch of the series touches it, or an
-`add` line installs it), written as a plain relative path: normalised, no
-`..`, not absolute, and with no symlink on the way, in the tree, in
-.kloc/orig or in .kloc/journal; .kloc/orig holds nothing else. Anything
-else is damage (DamagedStateError), refused by name before anything is
-written; FORCE=1 sets the state aside and rebuilds it from the tree and
-the series. A symlink in the tree on the way to a managed file is refused
-even then (TreeLinkError): kloc writes only inside the tree.
+kloc writes it only in its own copy of a tree (trees/workcopy.py): the
+manifest (each managed file's original and installed hash) and the
+originals. A tree given as KDIR may hold one an older kloc installed, and
+anyone who could write the cache could have written the copy's. So every
+document is checked in full as it is loaded, into a typed Manifest: its JSON
+shape, every field's type, every hash. Every path in it must be a file the
+package's series manages (a patch of the series touches it, or an `add`
+line installs it), written as a plain relative path: normalised, no `..`,
+not absolute, and with no symlink on the way, in the tree or in .kloc/orig;
+.kloc/orig holds nothing else. Anything else is damage (DamagedStateError),
+refused by name. A symlink in the tree on the way to a managed file is
+refused (TreeLinkError): kloc never writes through a link.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import stat
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -30,15 +29,14 @@ from pathlib import Path
 from kloc.errors import KlocError
 from kloc.series.changes import Change, load_series
 from kloc.series.patching import touched_files
-from kloc.series.treelock import LOCK, STATE_DIR as STATE_DIR
+from kloc.series.treefiles import STATE_DIR as STATE_DIR
 
+LOCK = 'lock'           # an old kloc's tree lock (treelock.py, gone)
 MANIFEST = 'manifest.json'
-JOURNAL = 'journal.json'
+JOURNAL = 'journal.json'    # an old kloc's record of an install under way
 ORIG = 'orig'
-JOURNAL_DIR = 'journal'
 FORMAT = 2
 FORCE_HINT = 'FORCE=1'
-OPS = ('install', 'uninstall')
 UNKNOWN = '?'           # a format-1 manifest's original whose saved copy is gone
 
 _HASH = re.compile(r'[0-9a-f]{64}', re.ASCII)
@@ -78,27 +76,6 @@ class Manifest:
         doc = {'format': FORMAT, 'version': self.version, 'series': self.series,
                'files': {rel: {'original': r.original, 'installed': r.installed,
                                'mode': r.mode} for rel, r in sorted(self.files.items())}}
-        return json.dumps(doc, indent=1, sort_keys=True) + '\n'
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One file an install or uninstall was about to change, by hash."""
-    before: str | None          # None: the file did not exist (no saved copy)
-    after: str | None
-    mode: int | None
-
-
-@dataclass(frozen=True)
-class Journal:
-    op: str
-    files: dict[str, Entry]
-    manifest: str | None        # the manifest before the run, as its text (checked)
-
-    def to_json(self) -> str:
-        doc = {'format': FORMAT, 'op': self.op, 'manifest': self.manifest,
-               'files': {rel: {'before': e.before, 'after': e.after, 'mode': e.mode}
-                         for rel, e in sorted(self.files.items())}}
         return json.dumps(doc, indent=1, sort_keys=True) + '\n'
 
 
@@ -198,44 +175,6 @@ def read_regular(path: Path, damaged: Callable[[str], DamagedStateError]) -> byt
 
 
 # --- the folder -------------------------------------------------------------
-
-def has_state(tree: Path) -> bool:
-    """Whether .kloc/ holds anything but the lock."""
-    state = tree / STATE_DIR
-    return state.is_dir() and any(p.name != LOCK for p in state.iterdir())
-
-
-def clear_state(tree: Path) -> None:
-    """Remove .kloc/ but its lock (the lock goes as it is let go); never through a link."""
-    state = tree / STATE_DIR
-    if os.path.islink(state) or not state.is_dir():
-        return
-    for p in sorted(state.iterdir()):
-        if p.name == LOCK:
-            continue
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p)
-        else:
-            p.unlink()
-    if not any(state.iterdir()):
-        state.rmdir()
-
-
-def copy_state(tree: Path, save: Path) -> None:
-    """A copy of .kloc/ in save/.kloc: its folders, regular files and links (as links,
-    never followed); not the lock, nor a FIFO or device someone put there."""
-    def skip(folder: str, names: list[str]) -> list[str]:
-        out = []
-        for n in names:
-            m = os.lstat(os.path.join(folder, n)).st_mode
-            if n == LOCK or not (stat.S_ISREG(m) or stat.S_ISDIR(m) or stat.S_ISLNK(m)):
-                out.append(n)
-        return out
-    shutil.copytree(tree / STATE_DIR, save / STATE_DIR, symlinks=True, dirs_exist_ok=True,
-                    ignore=skip)
-
-
-# --- loading ----------------------------------------------------------------
 
 def _load(path: Path, damaged: Callable[[str], DamagedStateError]) -> object:
     text = read_regular(path, damaged)
@@ -364,7 +303,7 @@ def is_installed(tree: Path) -> bool:
 
 def check_state_dir(tree: Path, damaged: Callable[[str], DamagedStateError]) -> None:
     state = tree / STATE_DIR
-    for p in (state, state / ORIG, state / JOURNAL_DIR):
+    for p in (state, state / ORIG):
         if os.path.islink(p):
             raise damaged(f'{p} is a symlink (to {_target(p)})')
 
@@ -398,68 +337,3 @@ def _check_orig_dir(orig: Path, managed: frozenset[str],
                 raise damaged(f'{p} is not a regular file')
             elif rel not in managed and not name.endswith('.kloc-tmp'):
                 raise damaged(f'{p} is not the original of a file the package manages')
-
-
-def journal_damage(path: Path) -> Callable[[str], DamagedStateError]:
-    def damaged(why: str) -> DamagedStateError:
-        return DamagedStateError(
-            f'{path}, the journal of an interrupted install or uninstall, is damaged '
-            f'({why}), so that run cannot be rolled back from it; nothing was written. Run '
-            f'the same command with {FORCE_HINT} to set the state aside and rebuild it from '
-            'the tree and the series')
-    return damaged
-
-
-def parse_journal(doc: object, managed: frozenset[str]) -> Journal:
-    """A journal document, checked in full (ValueError: what is wrong)."""
-    j = _fields(doc, 'the journal', ('format', 'op', 'files', 'manifest'))
-    if type(j['format']) is not int or j['format'] != FORMAT:
-        raise ValueError(_format(j['format']))
-    op, text = j['op'], j['manifest']
-    if op not in OPS:
-        raise ValueError('"op" is not install or uninstall')
-    if text is not None:
-        if not isinstance(text, str):
-            raise ValueError('"manifest" is not a string or null')
-        try:
-            parse_manifest(json.loads(text), managed, None)
-        except RecursionError:
-            raise ValueError('its "manifest": nested too deeply') from None
-        except ValueError as e:
-            raise ValueError(f'its "manifest": {e}') from None
-    entries: dict[str, Entry] = {}
-    for rel, v in _files(j, 'of the journal', managed).items():
-        where = f'the entry for {rel}'
-        f = _fields(v, where, ('before', 'after', 'mode'))
-        entries[rel] = Entry(_hash(f['before'], f'{where}: "before"'),
-                             _hash(f['after'], f'{where}: "after"'),
-                             _mode(f['mode'], f'{where}: "mode"'))
-    assert isinstance(op, str)
-    return Journal(op, entries, text)
-
-
-def load_journal(tree: Path, managed: frozenset[str]) -> Journal | None:
-    """The tree's journal, checked with its saved copies; None if there is none."""
-    path = tree / STATE_DIR / JOURNAL
-    damaged = journal_damage(path)
-    check_state_dir(tree, damaged)
-    if not os.path.lexists(path):
-        return None
-    try:
-        j = parse_journal(_load(path, damaged), managed)
-    except ValueError as e:
-        raise damaged(str(e)) from None
-    check_saved(tree, JOURNAL_DIR, j.files, damaged)
-    return j
-
-
-def saved_copy(tree: Path, rel: str, entry: Entry, path: Path) -> bytes | None:
-    """What the journal saved of rel before the run (None: it did not exist), checked
-    against the journal's hash."""
-    if entry.before is None:
-        return None
-    damaged = journal_damage(path)
-    data = read_regular(tree / STATE_DIR / JOURNAL_DIR / rel, damaged)
-    if hashlib.sha256(data).hexdigest() != entry.before:
-        raise damaged(f'the saved copy of {rel} is not what it recorded')
-    return data

@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: GPL-2.0
-"""A kernel tree's files as install, uninstall and the roll-back read and write them,
-and as git sees them (uncommitted()).
+"""A kernel tree's files as kloc reads them and writes them in its copy of the tree
+(trees/workcopy.py), and as git sees them (uncommitted()).
 
-Every change they make to the file system (a file written, a file or the
-state removed) goes through a Writer: each write is atomic (a new file
-renamed into place), and each is counted, so that a test can make the
-(N+1)-th one fail or kill the process (Faults) and check that the next
-command rolls the tree back. The faults are given to install() and
-uninstall() as an argument; nothing here reads the environment.
+Every change written to the copy goes through a Writer: each write is atomic
+(a new file renamed into place: never through a hard link, which the copy
+shares with the tree), and each is counted, so that a test can make the
+(N+1)-th one fail or kill the process (Faults) and check that the tree was
+not touched. The faults are given as an argument; nothing here reads the
+environment.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kloc.series.treelock import STATE_DIR
+STATE_DIR = '.kloc'     # the series' record in a tree (state.py)
 
 FAULT_AFTER_ENV = 'KLOC_FAULT_AFTER'
 FAULT_MODE_ENV = 'KLOC_FAULT_MODE'
@@ -46,14 +46,16 @@ def file_mode(tree: Path, rel: str) -> int | None:
 
 
 def uncommitted(tree: Path) -> list[str]:
-    """The tracked files of a git tree with uncommitted changes, sorted; none in
-    .kloc/ (the state kloc keeps there). A rename or copy counts both its paths.
+    """The files of a git tree with uncommitted changes, untracked ones git does not
+    ignore included (kloc's copy has them), sorted; none in .kloc/ (the state an old
+    kloc kept there). A rename or copy counts both its paths. Writes nothing.
     [] for a tree that is not a git tree, or where git fails."""
     if not (tree / '.git').exists():
         return []
     try:
-        proc = subprocess.run(['git', '-C', str(tree), 'status', '--porcelain',
-                               '--untracked-files=no', '-z'],
+        # --no-optional-locks: git status would otherwise refresh .git/index
+        proc = subprocess.run(['git', '--no-optional-locks', '-C', str(tree), 'status',
+                               '--porcelain', '--untracked-files=all', '-z'],
                               capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired):
         return []

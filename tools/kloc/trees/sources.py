@@ -1,8 +1,14 @@
 # SPDX-License-Identifier: GPL-2.0
-"""Kernel source trees: Debian's linux-source-X packages, or the user's KDIR."""
+"""Kernel source trees: Debian's linux-source-X packages, or the user's KDIR.
+
+Either is only read: kloc builds a copy of it in the cache, refreshed on every
+use, with the package's series applied there (workcopy.py). A Tree's path is
+that copy; its source is the tree it was made from.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -15,13 +21,14 @@ from pathlib import Path
 from kloc import filelock, paths, progress
 from kloc.series import changes, planning
 from kloc.series.state import STATE_DIR, InstallError, read_manifest
-from kloc.series.treefiles import sha
-from kloc.trees import archive, kernels
+from kloc.series.treefiles import Faults, sha
+from kloc.trees import archive, kernels, workcopy
 from kloc.paths import cache_dir, dropped_edits_dir
 from kloc.version import KernelVersion, VersionError, tree_version
 from kloc.errors import KlocError
 
 STAMP = '.kloc-extracted'
+STOCK = 'stock'         # trees/linux-X/stock: Debian's tree as extracted, never written
 # Files every usable tree has; a tree missing one is damaged.
 KEY_FILES = ('Makefile', 'Kconfig', 'tools/testing/kunit/kunit.py',
              'scripts/checkpatch.pl', 'drivers/irqchip/irq-gic-v3-its.c')
@@ -35,9 +42,10 @@ class TreeError(KlocError):
 
 @dataclass(frozen=True)
 class Tree:
-    path: Path
+    path: Path                  # what kloc builds: a copy in the cache
     version: KernelVersion
-    origin: str  # 'debian' or 'kdir'
+    origin: str                 # 'debian', 'kdir'; 'mutant', 'review': copies of copies
+    source: Path | None = None  # the tree the copy is of (debian, kdir): never written
 
     @property
     def label(self) -> str:
@@ -59,13 +67,30 @@ def check_tree(path: Path) -> KernelVersion:
     return version
 
 
-def user_tree(kdir: str) -> Tree:
+def _copy(source: Path, copy: Path, version: KernelVersion, origin: str) -> Tree:
+    """The tree kloc builds: copy, refreshed from source, the series applied."""
+    try:
+        # KLOC_FAULT_AFTER: tests/test_kdir_untouched.py kills a command in its writes
+        workcopy.prepare(source, copy, version, changes.load_series(),
+                         f'Linux {version} at {source}', Faults.from_env(os.environ))
+    except workcopy.CopyError as e:
+        raise TreeError(str(e)) from None
+    return Tree(copy, version, origin, source)
+
+
+def kdir_copy(kdir: Path, version: KernelVersion, cache: Path) -> Path:
+    """Where a KDIR tree's copy lives (its build dirs beside it): one per tree."""
+    key = hashlib.sha256(str(kdir).encode()).hexdigest()[:8]
+    return paths.cache_subdir(cache, 'kdir') / f'linux-{version}-{key}' / 'src'
+
+
+def user_tree(kdir: str, cache: Path) -> Tree:
     path = Path(kdir).expanduser().resolve()
     version = check_tree(path)
     if version < kernels.OLDEST:
         raise TreeError(f'{path} is Linux {version}; this package supports '
                         f'{kernels.OLDEST.series} and later')
-    return Tree(path, version, 'kdir')
+    return _copy(path, kdir_copy(path, version, cache), version, 'kdir')
 
 
 def source_dir() -> Path:
@@ -247,10 +272,11 @@ def debian_tree(kernel: str, cache: Path) -> Tree:
     if not tarball.is_file():
         raise TreeError(f'{tarball} is missing; install it with '
                         f'"apt-get install linux-source-{kernel}" (or run "make deps" as root)')
-    # trees/linux-X/src, next to trees/linux-X/build-ARCH: a tree and its
-    # copies for mutants keep the same relative layout, so ccache can share.
+    # trees/linux-X/stock as extracted; trees/linux-X/src, kloc's copy, next to
+    # trees/linux-X/build-ARCH: a tree and its copies for mutants keep the same
+    # relative layout, so ccache can share.
     src = cache / 'trees' / f'linux-{kernel}'
-    dest = src / 'src'
+    dest = src / STOCK
     want = _stamp_for(tarball)
     paths.cache_subdir(cache, 'trees', src.name)    # the user's alone, or refused
     with filelock.exclusive(src / '.lock'):
@@ -258,11 +284,11 @@ def debian_tree(kernel: str, cache: Path) -> Tree:
         if dest.exists():
             why = _tree_is_good(dest, kernel, want)
             if not why:
-                return Tree(dest, check_tree(dest), 'debian')
+                return _copy(dest, src / 'src', check_tree(dest), 'debian')
             if why.startswith('its stamp has no content hashes'):
                 why = _upgrade_stamp(dest, tarball, kernel, want)
                 if not why:
-                    return Tree(dest, check_tree(dest), 'debian')
+                    return _copy(dest, src / 'src', check_tree(dest), 'debian')
             progress.say(f'{dest} is unusable ({why}); extracting it again')
             damaged = re.match(r'damaged: (.*) differ from ', why)
             if damaged:
@@ -271,8 +297,8 @@ def debian_tree(kernel: str, cache: Path) -> Tree:
             dest.rename(old)
             shutil.rmtree(old)
         version = _extract(tarball, kernel, src, want)
-    progress.say(f'extracted Linux {version}')
-    return Tree(dest, version, 'debian')
+        progress.say(f'extracted Linux {version}')
+        return _copy(dest, src / 'src', version, 'debian')
 
 
 def _extract(tarball: Path, kernel: str, src: Path, want: dict[str, object]) -> KernelVersion:
@@ -280,7 +306,7 @@ def _extract(tarball: Path, kernel: str, src: Path, want: dict[str, object]) -> 
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
-    progress.say(f'extracting {tarball} into {src / "src"}')
+    progress.say(f'extracting {tarball} into {src / STOCK}')
     done = False
     try:
         subprocess.run(['tar', '-xJf', str(tarball), *archive.TAR_SAFE, '-C', str(tmp),
@@ -291,7 +317,7 @@ def _extract(tarball: Path, kernel: str, src: Path, want: dict[str, object]) -> 
             raise TreeError(f'{tarball} holds Linux {version}, not {kernel}')
         stamp = dict(want, hashes=_hashes(tmp, checked_files(version)))
         (tmp / STAMP).write_text(json.dumps(stamp, sort_keys=True))
-        tmp.rename(src / 'src')
+        tmp.rename(src / STOCK)
         done = True
     except subprocess.CalledProcessError as e:
         raise TreeError(f'extracting {tarball} failed (tar exited {e.returncode}); check '
@@ -326,5 +352,5 @@ def _upgrade_stamp(dest: Path, tarball: Path, kernel: str, want: dict[str, objec
 def resolve(kernel: str, kdir: str, cache: Path) -> Tree:
     """KDIR wins over KERNEL."""
     if kdir:
-        return user_tree(kdir)
+        return user_tree(kdir, cache)
     return debian_tree(kernel, cache)
