@@ -62,8 +62,8 @@ export KERNELS=$kernels
 default=$(kloc registry default) || exit 1
 rm -rf "$OUT"
 mkdir -p "$OUT"
-# The tool tests in $JOBS workers (tools/tests/run.py): the install interrupted
-# after every write and the stock kselftest take minutes each, side by side.
+# The tool tests in $JOBS workers (tools/tests/run.py): the review's and the stock
+# kselftest's take minutes each, side by side.
 # Those that boot a guest under the counting plugin wait for the guest phase below.
 phase "tool tests" bash -c "cd tools && KLOC_GUEST_TESTS=later '$PYTHON' -m tests.run \
 	--jobs '$JOBS'"
@@ -95,6 +95,16 @@ for k in $kernels; do
 			--timeout "$TIMEOUT"
 	fi
 done
+# No command writes KDIR (tests/test_kdir_untouched.py): a 6.12 git tree with a
+# NUMA-unaware table allocation left uncommitted, make kunit KDIR= on it killed during
+# the copy, the series' writes and the build, then to the end (the guard fails) and
+# on the reverted tree (it passes): every file of the tree, .git/ included, as before.
+kdir_proof() {
+	(cd tools && KLOC_KDIR_PROOF_OUT="$(realpath -m "$OUT/kdir-proof")" "$PYTHON" -m \
+		unittest -v tests.test_kdir_untouched)
+}
+phase "make kunit KDIR= writes nothing of the tree, killed or not (Linux $default)" \
+	kdir_proof
 # The default kernel's x86_64 guest, built and booted once: the LAVA jobs deploy it
 # (on a fresh machine nothing else has built it yet).
 phase "guest of Linux $default" kloc guest --kernel "$default" --out "$OUT"
