@@ -16,6 +16,8 @@ import sys
 import tempfile
 import unittest
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 from kloc.series import changes, planning
 from kloc.series.state import MANIFEST, STATE_DIR, TreeLinkError
@@ -182,6 +184,32 @@ class CopyTest(unittest.TestCase):
         r = self.prepare()
         self.assertEqual((r.linked, r.written), (0, []))
         self.assertEqual(snapshot(self.src), before)
+
+    def test_a_mount_that_refuses_links_gets_copies_after_one_try(self) -> None:
+        # a bind mount of the same filesystem: same st_dev, but link() says EXDEV
+        other, mnt = self.tmp / 'other', self.tmp / 'bind'
+        other.mkdir()
+        mnt.mkdir()
+        if subprocess.run(['mount', '--bind', str(other), str(mnt)],
+                          capture_output=True).returncode != 0:
+            self.skipTest('cannot bind-mount here (not root)')
+        self.addCleanup(lambda: subprocess.run(['umount', '-l', str(mnt)], check=False))
+        self.copy = mnt / 'src'
+        tries = []
+        real_link = os.link
+
+        def link(*args: Any, **kwargs: Any) -> None:
+            tries.append(args[0])
+            real_link(*args, **kwargs)
+        with mock.patch('os.link', link):
+            r = self.prepare()
+        self.assertTrue(r.copied)
+        self.assertEqual(len(tries), 1, 'a link tried for every file after EXDEV')
+        self.assertEqual((self.copy / 'Makefile').read_bytes(),
+                         (self.src / 'Makefile').read_bytes())
+        with mock.patch('os.link', link):
+            r = self.prepare()
+        self.assertEqual((r.linked, r.written), (0, []))
 
     def test_two_commands_share_a_fresh_copy(self) -> None:
         self.prepare()

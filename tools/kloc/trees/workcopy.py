@@ -35,7 +35,7 @@ import shutil
 import stat
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,16 +98,19 @@ def listing(source: Path) -> list[str]:
                         f'"make -C {source} mrproper" (it deletes that output), or make the '
                         'tree a git tree (kloc then copies only what git tracks or does not '
                         'ignore)')
-    out = []
-    for top, dirs, files in os.walk(source):
-        rel_top = os.path.relpath(top, source)
+    return sorted(rel for rel in _files(source) if rel not in KLOC_FILES)
+
+
+def _files(root: Path, keep_dirs: frozenset[str] = frozenset()) -> Iterator[str]:
+    """Every file and symlink under root, as a relative path; a symlink to a folder is
+    one entry, not walked; a top-level folder in keep_dirs is not walked."""
+    for top, dirs, files in os.walk(root):
+        rel_top = os.path.relpath(top, root)
         prefix = '' if rel_top == '.' else rel_top + '/'
-        for name in files:
-            if prefix or name not in KLOC_FILES:
-                out.append(prefix + name)
-        # a symlink to a directory is listed as itself, not walked
-        out += [prefix + d for d in dirs if os.path.islink(os.path.join(top, d))]
-    return sorted(out)
+        if not prefix:
+            dirs[:] = [d for d in dirs if d not in keep_dirs]
+        yield from (prefix + name for name in files)
+        yield from (prefix + d for d in dirs if os.path.islink(os.path.join(top, d)))
 
 
 def _same(s: os.stat_result, d: os.stat_result, linking: bool) -> bool:
@@ -201,7 +204,7 @@ def mirror(source: Path, files: Iterable[str], dest: Path,
         except OSError as e:
             if e.errno != errno.EXDEV:      # another filesystem: copies from here on
                 raise
-            linking = r.copied = True
+            linking, r.copied = False, True
             to_copy.append(rel)
             continue
         _put(tmp, d)
@@ -224,18 +227,11 @@ def _unchanged_copy(source: Path, dest: Path, rel: str) -> bool:
 
 def _remove_others(dest: Path, present: set[str] | frozenset[str], keep_dirs: frozenset[str],
                    dry: bool) -> int:
-    removed = 0
-    for top, dirs, files in os.walk(dest):
-        rel_top = os.path.relpath(top, dest)
-        prefix = '' if rel_top == '.' else rel_top + '/'
-        if not prefix:
-            dirs[:] = [d for d in dirs if d not in keep_dirs]
-        for name in files + [d for d in dirs if os.path.islink(os.path.join(top, d))]:
-            if prefix + name not in present:
-                if not dry:
-                    os.unlink(os.path.join(top, name))
-                removed += 1
-    return removed
+    gone = [rel for rel in _files(dest, keep_dirs) if rel not in present]
+    if not dry:
+        for rel in gone:
+            os.unlink(dest / rel)
+    return len(gone)
 
 
 # --- the series, on the copy -------------------------------------------------
