@@ -24,7 +24,7 @@ from kloc.series import changes, planning
 from kloc.series.state import MANIFEST, STATE_DIR
 from kloc.version import KernelVersion
 
-from .helpers import TOOLS, pristine_tree
+from .helpers import TOOLS, cli, pristine_tree
 
 SERIES = changes.load_series()
 
@@ -99,10 +99,7 @@ class ErrorMessageTest(unittest.TestCase):
         ro = self.mounted('--bind', '-o', 'ro', str(self.tree))
         if os.access(ro, os.W_OK) and not _mount('-o', 'remount,ro,bind', str(ro)):
             self.skipTest('cannot make a read-only bind mount')
-        r = subprocess.run([sys.executable, '-m', 'kloc', 'tree', '--kdir', str(ro)],
-                           cwd=TOOLS, capture_output=True, text=True,
-                           env=dict(os.environ, PYTHONPATH=str(TOOLS),
-                                    KLOC_CACHE=str(self.tmp / 'cache')))
+        r = cli('tree', '--kdir', str(ro), env={'KLOC_CACHE': str(self.tmp / 'cache')})
         self.assertEqual(r.returncode, 0, r.stderr)
         copy = Path(r.stdout.strip())
         self.assertTrue(copy.is_relative_to(self.tmp / 'cache'), copy)

@@ -42,7 +42,7 @@ from kloc.trees import kernels, sources
 from kloc.paths import cache_dir
 from kloc.version import KernelVersion, tree_version
 
-from .helpers import debian_tree, installed_tree, tree_snapshot
+from .helpers import cli, debian_tree, installed_tree, tree_snapshot
 
 TOOLS = Path(__file__).resolve().parents[1]
 KSFT = 'tools/testing/selftests'
@@ -124,12 +124,6 @@ def extract_pristine(tarball: Path, kernel: str, dest: Path) -> None:
 snapshot = tree_snapshot
 
 
-def kloc(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, '-m', 'kloc', *args], cwd=TOOLS,
-                          env=dict(os.environ, PYTHONPATH=str(TOOLS), **(env or {})),
-                          capture_output=True, text=True)
-
-
 def make(ksft: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(['make', '-C', str(ksft), *args], capture_output=True, text=True)
 
@@ -176,7 +170,7 @@ class StockKselftest(unittest.TestCase):
         lap('copy')
         before = snapshot(root)
         # kloc's copy of the tree, the series applied; the tree itself is only read
-        r = kloc('tree', '--kdir', str(root), env={'KLOC_CACHE': str(tmp / 'cache')})
+        r = cli('tree', '--kdir', str(root), env={'KLOC_CACHE': str(tmp / 'cache')})
         self.assertEqual(r.returncode, 0, r.stderr)
         ksft = Path(r.stdout.strip()) / KSFT
         lap('copy, the series applied')
