@@ -73,9 +73,27 @@ class BuildStampTest(unittest.TestCase):
         self.assertFalse(buildstamp.unchanged(self.bdir, digest, inputs, self.image),
                          'the image rebuilt by another command')
         digest = self.recorded()
-        buildstamp.forget(self.bdir)
+        buildstamp.begin(self.bdir)
         self.assertFalse(buildstamp.unchanged(self.bdir, digest, inputs, self.image),
                          'a build started and not finished')
+
+    def test_a_killed_builds_cmd_files_go_before_the_next(self) -> None:
+        # kbuild writes .cmd files in place: a build killed mid-write leaves one cut
+        # short, and the next make stops on it (the KDIR proof met it)
+        old = self.bdir / 'kernel' / '.fork.o.cmd'
+        old.parent.mkdir(parents=True)
+        old.write_text('savedcmd_kernel/fork.o := gcc ...\n')
+        os.utime(old, (1000, 1000))
+        buildstamp.begin(self.bdir)                     # the build that gets killed
+        cut = self.bdir / 'arch' / '.cpu_errata.o.cmd'
+        cut.parent.mkdir(parents=True)
+        cut.write_text('deps_arch/cpu_errata.o := $(wildcard include/con')
+        buildstamp.begin(self.bdir)                     # the next build
+        self.assertFalse(cut.exists(), 'a .cmd file the killed build wrote was kept')
+        self.assertTrue(old.exists(), 'a .cmd file of the finished build before it went')
+        buildstamp.record(self.bdir, 'tree', [], self.image)
+        buildstamp.begin(self.bdir)                     # after a finished build
+        self.assertTrue(old.exists())
 
     def test_git_objects_are_not_the_tree(self) -> None:
         digest = buildstamp.tree_digest(self.src)

@@ -143,7 +143,7 @@ def _build(guest: Guest, bdir: Path, logs: Path, tree_digest: str) -> Path:
         progress.say(f'{guest.name}: {guest.image()} reused, nothing changed since its '
                      f'last build ({time.monotonic() - start:.1f} s to check)')
         return guest.image()
-    buildstamp.forget(bdir)
+    buildstamp.begin(bdir)
     frags = fragments(guest.allocator, guest.arch)
     wanted = '\n'.join(p.read_text() for p in frags)
     stamp = bdir / '.kloc-fragments'

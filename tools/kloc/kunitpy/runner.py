@@ -159,7 +159,7 @@ def build(job: Job, arch: str) -> None:
         return
     progress.say(f'{job.tree.label}: building the {arch} KUnit kernel in {build_dir} '
                  f'(log: {log})')
-    buildstamp.forget(build_dir)
+    buildstamp.begin(build_dir)
     since = time.time()
     rc = run_logged(cmd, log, f'{job.tree.label} {arch} build', cwd=job.tree.path,
                     env=build_env(job.cache), status=lambda: count_objects(build_dir, since))

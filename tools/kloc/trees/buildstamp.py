@@ -23,6 +23,7 @@ from pathlib import Path
 from kloc.atomicfile import write_text
 
 STAMP = '.kloc-built'
+BUILDING = '.kloc-building'    # while a build runs, and after one that did not finish
 
 
 def tree_digest(src: Path, leave_out: Iterable[str] = ()) -> str:
@@ -91,10 +92,31 @@ def unchanged(build_dir: Path, tree: str, inputs: Iterable[str], image: Path) ->
 
 
 def record(build_dir: Path, tree: str, inputs: Iterable[str], image: Path) -> None:
-    """After a successful build: what it was made from."""
+    """After a successful build: what it was made from; the build is over."""
     write_text(build_dir / STAMP, stamp(tree, inputs, build_dir, image) + '\n')
+    (build_dir / BUILDING).unlink(missing_ok=True)
 
 
-def forget(build_dir: Path) -> None:
-    """Before a build: a build that fails or is killed leaves no stamp."""
+def begin(build_dir: Path) -> None:
+    """Before a build: a build that fails or is killed leaves no stamp, and a mark.
+
+    kbuild writes an object's .cmd file in place, not renamed into place: a build
+    killed while one was written leaves it cut short, and every later make of that
+    dir stops on it ("unterminated call to function 'wildcard'"). So where the mark
+    of an unfinished build is found, every .cmd file written since it goes; kbuild
+    rebuilds each of those objects (from ccache, mostly) instead of trusting them.
+    """
     (build_dir / STAMP).unlink(missing_ok=True)
+    mark = build_dir / BUILDING
+    try:
+        since = mark.stat().st_mtime_ns
+    except FileNotFoundError:
+        since = None
+    if since is not None:
+        for top, _, files in os.walk(build_dir):
+            for name in files:
+                p = os.path.join(top, name)
+                if name.endswith('.cmd') and os.lstat(p).st_mtime_ns >= since:
+                    os.unlink(p)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    write_text(mark, 'a build of this dir started and has not finished\n')
