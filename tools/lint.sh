@@ -69,7 +69,7 @@ for k in $KERNELS; do
 	# SPLIT_STRING: its JSON is written with printf formats longer than a
 	#   line, split where the JSON has a field boundary.
 	# The fake plugin API its model is tested against is the same kind of C.
-	for f in kloc-count.c tests/fake-qemu.c upstream/cpu-index-check.c; do
+	for f in kloc-count.c kloc-model.c kloc-count.h tests/fake-qemu.c upstream/cpu-index-check.c; do
 		checkpatch "$tree" --ignore CAMELCASE,PREFER_DEFINED_ATTRIBUTE_MACRO,SPLIT_STRING \
 			-f "$PWD/tools/qemu-plugin/$f" || fail=1
 	done

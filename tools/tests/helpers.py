@@ -167,3 +167,29 @@ def boot(cmd: list[str], timeout: float) -> BootResult:
     out.close()
     return BootResult(b''.join(chunks).decode(errors='replace'), p.returncode,
                       time.monotonic() - start, int(usage.ru_maxrss), killed.is_set())
+
+
+# The last commit with the plugin in one file (kloc-count.c): what the split into
+# counting and model (kloc-count.c, kloc-model.c) must count alike.
+ONE_FILE_PLUGIN = '94ffc32c6eb07e8aa741a01295291052c839dc06'
+
+
+def one_file_plugin(dest: Path, inc: Path, target: str) -> Path:
+    """The plugin as it was in one file (ONE_FILE_PLUGIN), its sources taken from git
+    and built into dest with the qemu-plugin.h in inc: make's target (kloc-count.so,
+    fake-qemu), its path."""
+    src = dest / 'src'
+    for name in ('kloc-count.c', 'kloc-marker.h', 'kloc-test.h', 'Makefile',
+                 'tests/fake-qemu.c'):
+        r = subprocess.run(['git', '-C', str(TOOLS), 'show',
+                            f'{ONE_FILE_PLUGIN}:tools/qemu-plugin/{name}'],
+                           capture_output=True, check=False)
+        if r.returncode:
+            raise AssertionError(f'the one-file plugin ({ONE_FILE_PLUGIN[:12]}) is not in '
+                                 f'this git checkout: {r.stderr.decode().strip()}; clone '
+                                 'with its history (not --depth)')
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_bytes(r.stdout)
+    subprocess.run(['make', '-s', '-C', str(src), f'O={dest}', f'QEMU_PLUGIN_INCLUDE={inc}',
+                    str(dest / target)], check=True)
+    return dest / target

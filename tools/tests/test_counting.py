@@ -40,7 +40,7 @@ from kloc.qemu import release, topology
 from kloc.trees import kernels
 from kloc.trees.sources import resolve
 
-from .helpers import boot
+from .helpers import boot, one_file_plugin
 
 X86_TOPO = 'x86_64_2n'
 
@@ -829,7 +829,9 @@ class SeededX86(unittest.TestCase):
     host: RDRAND and the RTC's date. With QEMU's -seed and the RTC on the virtual clock
     (guest.seed_args), two boots with one seed count the same, to the last access, and
     a boot with another seed counts otherwise: the loopback kselftest in the default
-    kernel's x86_64 guest (make test builds it in the phase before)."""
+    kernel's x86_64 guest (make test builds it in the phase before). A third boot with
+    that seed, under the plugin as it was in one file (helpers.ONE_FILE_PLUGIN), gives
+    the JSON the plugin split in two gives, every key and value."""
 
     def test_one_seed_one_count(self) -> None:
         guest_tests()
@@ -843,22 +845,31 @@ class SeededX86(unittest.TestCase):
             binary = guest.static_selftest('x86_64', tree.path / 'tools/testing/selftests',
                                            tmp)
             plugin, initrd = counted_runs.setup(binary, tmp, 'x86_64')
+            one_file = dataclasses.replace(plugin, path=one_file_plugin(
+                tmp / 'one-file', header_dir(), 'kloc-count.so'))
             records: list[dict[str, float]] = []
-            for k, seed in enumerate((0, 0, 1)):
-                r = guest.run(g, initrd, topo, int(os.environ.get('TIMEOUT', '300')),
-                              tmp / f'boot-{k}.log', plugin, seed)
+            plugin_json: list[dict[str, Any]] = []
+            for k, (seed, p) in enumerate(((0, plugin), (0, plugin), (1, plugin),
+                                           (0, one_file))):
+                log = tmp / f'boot-{k}.log'
+                r = guest.run(g, initrd, topo, int(os.environ.get('TIMEOUT', '300')), log,
+                              p, seed)
                 self.assertTrue(r.ok, f'{r.why}\n{r.console_tail}')
                 assert r.record is not None
                 self.assertEqual(r.record['seed'], seed)
                 counted = r.record['counted']
                 assert isinstance(counted, dict)
                 records.append(counted)
-        first, again, other = records
+                plugin_json.append(json.loads(log.with_name(f'boot-{k}.counts.json')
+                                              .read_text()))
+        first, again, other, _ = records
         print(f'\nseed 0 twice: {first["insns_pkt_all"]:.3f} insns/packet, '
               f'{first["fcontended_pkt_all"]:.4f} false-shared accesses; seed 1: '
               f'{other["insns_pkt_all"]:.3f}, {other["fcontended_pkt_all"]:.4f}', end=' ')
         self.assertEqual(first, again)
+        self.assertEqual(plugin_json[0], plugin_json[1])
         self.assertNotEqual(first, other)
+        self.assertEqual(plugin_json[3], plugin_json[0])
 
 
 class BootX86(_Boot):

@@ -12,6 +12,7 @@ node 1 (16..32 MiB); a 1 MiB, 16-way cache of 64-byte lines unless a test says.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -24,6 +25,8 @@ from kloc.counting.errors import CountingError
 from kloc.counting.plugin import PLUGIN_DIR, header_dir
 from kloc.paths import cache_dir
 from kloc.qemu import release
+
+from .helpers import one_file_plugin
 
 TOPOLOGY = '''vcpus 4
 arg node=0:0x0-0xffffff
@@ -504,6 +507,34 @@ class Qemu72(_Model):
 
 class Qemu10(_Model):
     QEMU = '10.0'
+
+
+class OneFile10(_Model):
+    """Every script above, through the plugin split in two (kloc-count.c counting,
+    kloc-model.c the model) and through the plugin as it was in one file
+    (helpers.ONE_FILE_PLUGIN, built from git): the same JSON, every key and value.
+    (The ThreadSanitizer runs interleave as their threads do: not compared.)"""
+    QEMU = '10.0'
+    one_file: Path
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        super().setUpClass()
+        inc = _headers()[cls.QEMU]
+        cls.one_file = one_file_plugin(Path(cls.tmp.name) / 'one-file', inc, 'fake-qemu')
+
+    def run_script(self, body: str, head: str = TOPOLOGY, tsan: bool = False) -> Counts:
+        counts = super().run_script(body, head, tsan)
+        if tsan:
+            return counts
+        tmp = Path(self.tmp.name)
+        script, out = tmp / f'{self.id()}.txt', tmp / f'{self.id()}.one-file.json'
+        r = subprocess.run([str(self.one_file), str(script), str(out)], capture_output=True,
+                           text=True, timeout=600)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads((tmp / f'{self.id()}.json').read_text()),
+                         json.loads(out.read_text()))
+        return counts
 
 
 del _Model   # only its subclasses are tests

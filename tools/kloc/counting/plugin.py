@@ -24,7 +24,7 @@ from kloc.qemu import release
 PLUGIN_DIR = PACKAGE_ROOT / 'tools' / 'qemu-plugin'
 MARKER_H = PLUGIN_DIR / 'kloc-marker.h'
 GET_HEADER = PLUGIN_DIR / 'get-header.sh'
-PLUGIN_SOURCES = ('kloc-count.c', 'Makefile')
+PLUGIN_SOURCES = ('kloc-count.c', 'kloc-model.c', 'kloc-count.h', 'kloc-marker.h', 'Makefile')
 PLUGIN_NAME = 'kloc-count'
 
 
