@@ -62,6 +62,8 @@ struct vcpu {
 	uint64_t start[2];	/* its user, kernel totals when the window opened */
 	pthread_t thread;
 	bool seen;
+	/* the callbacks that asked while it ran, and those QEMU gave another index */
+	uint64_t callbacks, index_wrong;
 } __attribute__((aligned(64)));
 
 /* The arguments' defaults (the table at the end of the file sets them). */
@@ -107,13 +109,6 @@ static void *(*qemu_get_cpu_fn)(int index);
 static void *cpu_states[MAX_VCPUS];	/* atomic */
 static __thread void **current_cpu_slot;
 static uint64_t index_unresolved;	/* atomic: callbacks whose vCPU was not found */
-/*
- * Per vCPU, written only by the thread running it: the callbacks that asked
- * while it ran, and those of them QEMU gave another vCPU's index.
- */
-static struct index_count {
-	uint64_t callbacks, wrong;
-} __attribute__((aligned(64))) index_counts[MAX_VCPUS];
 
 static void learn_cpus(void)
 {
@@ -134,15 +129,15 @@ static unsigned int running_vcpu(unsigned int passed)
 		cpu = *current_cpu_slot;
 		if (passed < (unsigned int)nvcpus &&
 		    __atomic_load_n(&cpu_states[passed], RELAXED) == cpu && cpu) {
-			index_counts[passed].callbacks++;
+			vcpus[passed].callbacks++;
 			return passed;
 		}
 		for (int pass = 0; cpu && pass < 2; pass++) {
 			for (int i = 0; i < nvcpus; i++) {
 				if (__atomic_load_n(&cpu_states[i], RELAXED) != cpu)
 					continue;
-				index_counts[i].callbacks++;
-				index_counts[i].wrong += (unsigned int)i != passed;
+				vcpus[i].callbacks++;
+				vcpus[i].index_wrong += (unsigned int)i != passed;
 				return (unsigned int)i;
 			}
 			if (!pass)
@@ -764,8 +759,8 @@ static void write_index(FILE *f)
 	uint64_t callbacks = index_unresolved, wrong = 0;
 
 	for (int i = 0; i < nvcpus; i++) {
-		callbacks += index_counts[i].callbacks;
-		wrong += index_counts[i].wrong;
+		callbacks += vcpus[i].callbacks;
+		wrong += vcpus[i].index_wrong;
 	}
 	fputs(", \"vcpu_index\": {\"source\": ", f);
 	json_str(f, index_source());
