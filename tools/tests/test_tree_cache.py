@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kloc.paths import PACKAGE_ROOT
 from kloc.series.state import STATE_DIR, is_installed
-from kloc.trees import sources
+from kloc.trees import sources, workcopy
 
 from .helpers import TOOLS, pristine_tree
 
@@ -158,6 +158,49 @@ class TreeCacheTest(unittest.TestCase):
         tree = sources.debian_tree('6.12', self.cache)
         self.assert_pristine(self.stock)
         self.assert_pristine(tree.source or tree.path)
+
+    def test_two_commands_that_hold_the_copy_do_not_wait_on_each_other(self) -> None:
+        """The finding: command A holds its copy (shared, until it exits) and asks for
+        the tree again; command B, finding the copy stale, waited for A's copy while
+        holding the tree's extraction lock, which A waited for: neither went on (make
+        test's tool tests as an ordinary user hung so, 2026-12-05). B must not wait on
+        the copy under the tree's lock: A goes on, exits, and B then refreshes."""
+        workcopy.release_all()          # setUp's hold: this process is neither side
+        code = ('import sys; from pathlib import Path; from kloc.trees import sources; '
+                't = sources.debian_tree("6.12", Path(sys.argv[1])); '
+                'print("held", flush=True); '
+                'sys.stdin.readline() if sys.argv[2] == "a" else None; '
+                'sources.debian_tree("6.12", Path(sys.argv[1])) if sys.argv[2] == "a" '
+                'else None; print("done", flush=True)')
+        env = dict(os.environ, PYTHONPATH=str(TOOLS), **{workcopy.HELD_ENV: ''})
+
+        def start(side: str) -> subprocess.Popen[str]:
+            p = subprocess.Popen([sys.executable, '-c', code, str(self.cache), side],
+                                 cwd=TOOLS, env=env, text=True, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            self.addCleanup(p.wait)
+            self.addCleanup(p.kill)
+            return p
+
+        a = start('a')
+        assert a.stdout is not None and a.stdin is not None
+        self.assertEqual(a.stdout.readline(), 'held\n')
+        (self.tree.path / 'mm/percpu.c').unlink()       # the copy is stale now
+        b = start('b')
+        waiting = time.monotonic() + 60
+        while not any(line.split()[1:2] == ['->'] and line.split()[5:6] == [str(b.pid)]
+                      for line in Path('/proc/locks').read_text().splitlines()):
+            self.assertLess(time.monotonic(), waiting, 'b never waited for a lock')
+            self.assertIsNone(b.poll(), 'b did not wait for a holds the copy')
+            time.sleep(0.1)
+        a.stdin.write('go\n')
+        a.stdin.flush()
+        out_a, _ = a.communicate(timeout=60)      # before the fix: a waited for ever
+        self.assertEqual(out_a, 'done\n')
+        out_b, _ = b.communicate(timeout=60)
+        self.assertEqual(out_b, 'held\ndone\n')
+        self.assertEqual((self.tree.path / 'mm/percpu.c').read_bytes(),
+                         self.pristine['mm/percpu.c'])
 
 
 class SigtermTest(unittest.TestCase):

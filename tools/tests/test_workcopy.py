@@ -227,6 +227,21 @@ class CopyTest(unittest.TestCase):
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertEqual(proc.stdout.split(), ['0', '0'])
 
+    def test_release_all_lets_another_command_refresh(self) -> None:
+        """tests.run's workers run one unit after another: once a unit is done, the
+        copies it held are let go, as if the worker had exited."""
+        self.prepare()
+        lock = self.copy.parent / f'{self.copy.name}.lock'
+        code = ('import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR); '
+                'fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)')
+        held = subprocess.run([sys.executable, '-c', code, str(lock)], capture_output=True)
+        self.assertNotEqual(held.returncode, 0, 'the copy was not held')
+        os.environ[workcopy.HELD_ENV] = os.pathsep.join(['/a/parents/copy', str(self.copy)])
+        workcopy.release_all()
+        self.assertEqual(os.environ.pop(workcopy.HELD_ENV), '/a/parents/copy')
+        free = subprocess.run([sys.executable, '-c', code, str(lock)], capture_output=True)
+        self.assertEqual(free.returncode, 0, free.stderr)
+
 
 if __name__ == '__main__':
     unittest.main()

@@ -279,26 +279,36 @@ def debian_tree(kernel: str, cache: Path) -> Tree:
     dest = src / STOCK
     want = _stamp_for(tarball)
     paths.cache_subdir(cache, 'trees', src.name)    # the user's alone, or refused
+    # The copy is refreshed after the lock is let go: its own lock may wait for another
+    # command, which may itself wait for this lock (a command holds its copy until exit).
     with filelock.exclusive(src / '.lock'):
-        _clean_leftovers(src)
-        if dest.exists():
-            why = _tree_is_good(dest, kernel, want)
+        version = _checked_or_extracted(tarball, kernel, src, want)
+    return _copy(dest, src / 'src', version, 'debian')
+
+
+def _checked_or_extracted(tarball: Path, kernel: str, src: Path,
+                          want: dict[str, object]) -> KernelVersion:
+    """src/STOCK, checked against the tarball, or extracted (again); under src/.lock."""
+    dest = src / STOCK
+    _clean_leftovers(src)
+    if dest.exists():
+        why = _tree_is_good(dest, kernel, want)
+        if not why:
+            return check_tree(dest)
+        if why.startswith('its stamp has no content hashes'):
+            why = _upgrade_stamp(dest, tarball, kernel, want)
             if not why:
-                return _copy(dest, src / 'src', check_tree(dest), 'debian')
-            if why.startswith('its stamp has no content hashes'):
-                why = _upgrade_stamp(dest, tarball, kernel, want)
-                if not why:
-                    return _copy(dest, src / 'src', check_tree(dest), 'debian')
-            progress.say(f'{dest} is unusable ({why}); extracting it again')
-            damaged = re.match(r'damaged: (.*) differ from ', why)
-            if damaged:
-                _save_damaged(dest, damaged.group(1).split(', '))
-            old = src / f'.old-src-{os.getpid()}'
-            dest.rename(old)
-            shutil.rmtree(old)
-        version = _extract(tarball, kernel, src, want)
-        progress.say(f'extracted Linux {version}')
-        return _copy(dest, src / 'src', version, 'debian')
+                return check_tree(dest)
+        progress.say(f'{dest} is unusable ({why}); extracting it again')
+        damaged = re.match(r'damaged: (.*) differ from ', why)
+        if damaged:
+            _save_damaged(dest, damaged.group(1).split(', '))
+        old = src / f'.old-src-{os.getpid()}'
+        dest.rename(old)
+        shutil.rmtree(old)
+    version = _extract(tarball, kernel, src, want)
+    progress.say(f'extracted Linux {version}')
+    return version
 
 
 def _extract(tarball: Path, kernel: str, src: Path, want: dict[str, object]) -> KernelVersion:

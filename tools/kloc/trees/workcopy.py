@@ -296,6 +296,20 @@ def _held() -> list[str]:
     return [p for p in os.environ.get(HELD_ENV, '').split(os.pathsep) if p]
 
 
+def release_all() -> None:
+    """Let go of every copy this process holds, as if it exited: for a process that
+    runs one job after another (tools/tests/run.py's workers), once a job is done."""
+    mine = {str(copy) for copy in _HELD}
+    for fd in _HELD.values():
+        os.close(fd)
+    _HELD.clear()
+    rest = [p for p in _held() if p not in mine]     # what a parent holds stays
+    if rest:
+        os.environ[HELD_ENV] = os.pathsep.join(rest)
+    else:
+        os.environ.pop(HELD_ENV, None)
+
+
 def _refresh(source: Path, copy: Path, version: KernelVersion, series: list[Change],
              dry: bool, faults: Faults = NO_FAULTS) -> Refreshed:
     """Refresh copy from source and apply the series there (dry: only count)."""
