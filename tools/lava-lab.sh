@@ -17,9 +17,10 @@
 # the server listens, on 127.0.0.1 only; LAVA_LAB_DEVICES (1) the QEMU devices,
 # that is the jobs that run at once. Every step can be run again.
 #
-# Its files (pid files, logs, the token) are in $KLOC_CACHE/lava-lab, a directory
-# of yours (or root's) that nobody else may write; each is a regular file, never
-# a symbolic link, created mode 600, never over a file that is there. The lab's
+# Its files (pid files, logs, the token) are in the cache's folder lava-lab, which
+# kloc makes and checks as every kloc command checks the cache (kloc cache-path:
+# a folder of yours that nobody else may write); each is a regular file of yours,
+# never a symbolic link, created mode 600, never over a file that is there. The lab's
 # user may submit jobs and read them, no more (not a superuser); its token goes
 # through pipes and files, never on a command line. stop signals only the
 # process groups start made: each pid file must name a live process (not 1)
@@ -33,8 +34,7 @@ cd "$(dirname "$0")/.." || exit 1
 
 PORT=${LAVA_LAB_PORT:-8042}
 DEVICES=${LAVA_LAB_DEVICES:-1}
-CACHE=${KLOC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kloc}
-STATE=$CACHE/lava-lab
+STATE=''	# the lab's folder in the cache: check_state sets it
 URL=http://127.0.0.1:$PORT
 WORKER=kloc-lab
 IDENTITY=kloc-lab
@@ -96,49 +96,26 @@ database() {
 	fi
 }
 
-# Owned by you, or by root (whom every user trusts anyway).
-trusted_owner() { [ "$1" -eq "$(id -u)" ] || [ "$1" -eq 0 ]; }
-
-# The lab's directory: a directory, not a link, of yours (or root's), that nobody
-# else may write, so that nobody else can put a file or a link in it.
-check_dir() {
-	local d=$1 owner mode
-	[ ! -L "$d" ] || refuse "$d is a symbolic link: remove it (rm $d), or give another KLOC_CACHE="
-	[ -d "$d" ] || refuse "$d is not a directory: move it away, or give another KLOC_CACHE="
-	owner=$(stat -c %u -- "$d")
-	mode=$(stat -c %a -- "$d")
-	trusted_owner "$owner" ||
-		refuse "$d belongs to uid $owner, not to you: give a KLOC_CACHE= of your own"
-	(((8#$mode & 8#022) == 0)) ||
-		refuse "$d may be written by others (mode $mode): chmod go-w $d"
+# The lab's folder in the cache, made where missing, and each --file NAME there
+# that exists, checked by kloc (tools/kloc/paths.py); its refusal is the lab's.
+lab_dir() {
+	local out
+	out=$(kloc cache-path lava-lab "$@" 2>&1) || refuse "${out#kloc cache-path: error: }"
+	printf '%s\n' "$out"
 }
 
-# A file of the lab, if it is there: a regular file (not a link) of yours (or root's).
+# A file of the lab, if it is there: a regular file of yours nobody else may write.
 check_file() {
-	local f=$1 owner
-	[ ! -L "$f" ] || refuse "$f is a symbolic link: remove it (rm $f); the lab writes its own files"
-	[ -e "$f" ] || return 0
-	[ -f "$f" ] || refuse "$f is not a regular file: remove it"
-	owner=$(stat -c %u -- "$f")
-	trusted_owner "$owner" || refuse "$f belongs to uid $owner, not to you: remove it"
+	lab_dir --file "$(basename -- "$1")" >/dev/null || exit 2
 }
 
-# The lab's directory and every file in it, checked before any is used;
-# "create" makes the directory (mode 700) where there is none.
+# The lab's folder and every file in it, checked before any is used.
 check_state() {
-	local name
-	if [ "${1:-}" = create ] && [ ! -e "$STATE" ] && [ ! -L "$STATE" ]; then
-		mkdir -p -- "$CACHE"
-		mkdir -m 700 -- "$STATE"
-	fi
-	[ -e "$STATE" ] || [ -L "$STATE" ] || return 0
-	check_dir "$STATE"
+	local name files=(--file lava-worker.log --file token)
 	for name in "${SERVICES[@]}"; do
-		check_file "$STATE/$name.pid"
-		check_file "$STATE/$name.out"
+		files+=(--file "$name.pid" --file "$name.out")
 	done
-	check_file "$STATE/lava-worker.log"
-	check_file "$STATE/token"
+	STATE=$(lab_dir "${files[@]}") || exit 2
 }
 
 # stdin into a new file of the lab, mode 600: never through a link, never over
@@ -241,7 +218,7 @@ wait_server() {
 }
 
 start() {
-	check_state create
+	check_state
 	start_postgres
 	# gunicorn as lava-server's unit runs it, on loopback only.
 	daemon gunicorn gunicorn3 lava_server.wsgi --log-level INFO --log-file "$LOGS/gunicorn.log" \
@@ -424,7 +401,7 @@ case ${1:-} in
 setup)
 	need_root setup
 	t0=$(date +%s)
-	check_state create
+	check_state
 	install_packages
 	start_postgres
 	database
@@ -439,7 +416,7 @@ stop) need_root stop && stop ;;
 status) status ;;
 token)
 	need_root token
-	check_state create
+	check_state
 	token
 	;;
 *) die "usage: $0 setup|start|stop|status|token (see the head of the script)" ;;

@@ -37,6 +37,8 @@ from unittest import mock
 
 from kloc.lava import remote, yamlio
 
+from .helpers import root_only
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / 'tools' / 'lava-lab.sh'
 PASSWORD = 'hunter2-not-shown'
@@ -287,7 +289,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-@unittest.skipUnless(os.geteuid() == 0, 'lava-lab.sh stop, start and token need root')
+@root_only('lava-lab.sh stop, start and token refuse anyone but root')
 class LabScriptTest(unittest.TestCase):
     tmp: Path
     state: Path
@@ -373,7 +375,7 @@ class LabScriptTest(unittest.TestCase):
         pid = self.victim()
         (self.tmp / 'elsewhere').write_text(f'{pid}\n')
         (self.state / 'worker.pid').symlink_to(self.tmp / 'elsewhere')
-        self.assertRefused(self.lab('stop'), 'worker.pid', 'symbolic link')
+        self.assertRefused(self.lab('stop'), 'worker.pid', 'symlink')
         self.assertTrue(_alive(pid))
 
     def test_a_linked_log_is_refused(self) -> None:
@@ -382,18 +384,18 @@ class LabScriptTest(unittest.TestCase):
         (self.state / 'gunicorn.out').symlink_to(target)
         for command in ('stop', 'start', 'status'):
             with self.subTest(command=command):
-                self.assertRefused(self.lab(command), 'gunicorn.out', 'symbolic link')
+                self.assertRefused(self.lab(command), 'gunicorn.out', 'symlink')
         self.assertEqual(target.read_text(), 'not the lab\'s\n')
         self.assertFalse(self.log.exists(), 'a command ran')
 
     def test_a_lab_directory_others_may_write_is_refused(self) -> None:
         self.state.chmod(0o777)
-        self.assertRefused(self.lab('stop'), 'chmod go-w')
+        self.assertRefused(self.lab('stop'), 'chmod -R go-w')
         self.state.chmod(0o700)
         link = self.tmp / 'cache2'
         link.mkdir()
         (link / 'lava-lab').symlink_to(self.state)
-        self.assertRefused(self.lab('stop', env={'KLOC_CACHE': str(link)}), 'symbolic link')
+        self.assertRefused(self.lab('stop', env={'KLOC_CACHE': str(link)}), 'symlink')
 
     def test_start_and_stop_their_own_process_groups(self) -> None:
         r = self.lab('start')
@@ -466,7 +468,7 @@ class LabScriptTest(unittest.TestCase):
         (self.tmp / 'planted').write_text('b' * 128 + '\n')
         (self.tmp / 'planted').chmod(0o600)
         file.symlink_to(self.tmp / 'planted')
-        self.assertRefused(self.lab('token'), 'symbolic link')
+        self.assertRefused(self.lab('token'), 'symlink')
         self.assertFalse(self.log.exists(), 'lava-server ran')
 
 
