@@ -8,6 +8,8 @@
 # Usage: tools/deps.sh [--check-only]
 
 set -euo pipefail
+# shellcheck source=tools/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 # Debian package, then the file or command that shows it is installed.
 DEPS=(
@@ -52,7 +54,6 @@ DEPS=(
 # The kernels' linux-source packages, the arches' QEMU and cross compilers: kloc
 # says them (trees/kernels.py, qemu/arches.py), once python3 is here. Without it
 # they are missing too; the install below runs this script again for them.
-PYTHON=${PYTHON:-/usr/bin/python3}
 registry=()
 if [ -x "$PYTHON" ]; then
 	if ! mapfile -t registry < <(PYTHONPATH="$(dirname "$0")" "$PYTHON" -m kloc registry deps) ||
@@ -118,9 +119,19 @@ qemu_release() {
 			"runs, and counted boots of Linux 6.1 are refused" >&2
 }
 
+# make test, run as root, runs its tool tests as an ordinary user (tools/make-test.sh).
+test_user() {
+	[ "${1:-}" != --check-only ] && [ "$(id -u)" -eq 0 ] || return 0
+	id -u "$KLOC_TEST_USER" >/dev/null 2>&1 && return 0
+	echo "kloc: adding the user $KLOC_TEST_USER, who runs make test's tool tests" >&2
+	useradd --system --create-home --home-dir "/var/lib/$KLOC_TEST_USER" \
+		--shell /usr/sbin/nologin "$KLOC_TEST_USER"
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
 	plugin_header "${1:-}"
 	qemu_release "${1:-}"
+	test_user "${1:-}"
 	exit 0
 fi
 
@@ -147,3 +158,4 @@ if [ ${#registry[@]} -eq 0 ] && [ -z "${KLOC_DEPS_AGAIN:-}" ]; then
 fi
 plugin_header "${1:-}"
 qemu_release "${1:-}"
+test_user "${1:-}"

@@ -6,3 +6,6 @@
 
 PYTHON=${PYTHON:-/usr/bin/python3}
 kloc() { PYTHONPATH="$PWD/tools" "$PYTHON" -m kloc "$@"; }
+# Who runs make test's tool tests when make test runs as root: an ordinary
+# user, with a cache of its own (tools/deps.sh makes it, as root).
+KLOC_TEST_USER=${KLOC_TEST_USER:-kloc-tests}

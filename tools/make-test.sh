@@ -65,8 +65,49 @@ mkdir -p "$OUT"
 # The tool tests in $JOBS workers (tools/tests/run.py): the review's and the stock
 # kselftest's take minutes each, side by side.
 # Those that boot a guest under the counting plugin wait for the guest phase below.
-phase "tool tests" bash -c "cd tools && KLOC_GUEST_TESTS=later '$PYTHON' -m tests.run \
-	--jobs '$JOBS'"
+# Nothing but make deps needs root: run by root, make test runs them as an ordinary
+# user ($KLOC_TEST_USER, made by tools/deps.sh), in a copy of this checkout (what
+# git lists, and .git: a test builds the plugin as it was), with a cache of its own;
+# then, as root, the units in which a test was skipped for needing root (mounts,
+# files of other users, lava-lab.sh's services).
+tool_tests() {
+	local home stage rc=0
+	if [ "$(id -u)" -ne 0 ]; then
+		(cd tools && KLOC_GUEST_TESTS=later "$PYTHON" -m tests.run --jobs "$JOBS")
+		return
+	fi
+	if ! home=$(getent passwd "$KLOC_TEST_USER" | cut -d: -f6) || [ -z "$home" ]; then
+		echo "make test: no user $KLOC_TEST_USER to run the tool tests as, not as root:" \
+			"run tools/deps.sh as root (it adds the user), or set KLOC_TEST_USER" >&2
+		return 1
+	fi
+	stage=$(mktemp -d /tmp/kloc-tool-tests.XXXXXX) || return
+	git ls-files -co --exclude-standard -z | rsync -a --from0 --files-from=- . "$stage/" &&
+		rsync -a .git "$stage/" && chown -R "$KLOC_TEST_USER:" "$stage" || rc=1
+	if [ $rc -eq 0 ]; then
+		echo "tool tests as $KLOC_TEST_USER in $stage (cache: $home/.cache/kloc)"
+		# QEMU 10.0 into that cache first, as make deps puts it into root's
+		# shellcheck disable=SC2016 # expanded by the inner bash
+		runuser -u "$KLOC_TEST_USER" -- env -i HOME="$home" PATH=/usr/bin:/bin:/usr/sbin:/sbin \
+			LANG=C.UTF-8 KLOC_GUEST_TESTS=later TIMEOUT="$TIMEOUT" \
+			${KLOC_SYSTEM_QEMU:+KLOC_SYSTEM_QEMU="$KLOC_SYSTEM_QEMU"} \
+			bash -c 'cd "$1/tools" && { [ "${KLOC_SYSTEM_QEMU:-}" = 1 ] ||
+				"$2" -m kloc qemu >/dev/null; } &&
+				"$2" -m tests.run --jobs "$3" --root-units "$1/root-units"' \
+			tool-tests "$stage" "$PYTHON" "$JOBS" || rc=$?
+	fi
+	if [ -f "$stage/root-units" ] && [ ! -L "$stage/root-units" ]; then
+		echo "the units that skipped tests for not being root, as root:"
+		(cd tools && KLOC_GUEST_TESTS=later "$PYTHON" -m tests.run --jobs "$JOBS" \
+			--units "$stage/root-units") || rc=1
+	elif [ $rc -eq 0 ]; then
+		echo "make test: the tool tests as $KLOC_TEST_USER left no list of root units" >&2
+		rc=1
+	fi
+	rm -rf "$stage"
+	return $rc
+}
+phase "tool tests" tool_tests
 # The default kernel's arm64 guest builds in the background from here (niced),
 # beside the KUnit kernels' and the x86_64 guest's builds and the counted boots:
 # two builds side by side fill each other's serial steps (configuring, linking),

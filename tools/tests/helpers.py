@@ -16,7 +16,8 @@ import time
 import unittest
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from kloc.bench import metrics
 from kloc.counting.errors import CountingError
@@ -24,6 +25,10 @@ from kloc.kunitpy import ktap
 from kloc.trees import kernels, sources
 from kloc.paths import cache_dir
 from kloc.version import KernelVersion, tree_version
+
+from .run import ROOT_ONLY
+
+T = TypeVar('T', bound=Callable[..., Any])
 
 DATA = Path(__file__).resolve().parent / 'data'
 REGEN = os.environ.get('KLOC_REGEN_GOLDEN') == '1'
@@ -167,6 +172,19 @@ def boot(cmd: list[str], timeout: float) -> BootResult:
     out.close()
     return BootResult(b''.join(chunks).decode(errors='replace'), p.returncode,
                       time.monotonic() - start, int(usage.ru_maxrss), killed.is_set())
+
+
+def root_only(why: str) -> Callable[[T], T]:
+    """A test class or method that needs root: skipped, saying so in the words
+    tests.run looks for (run.ROOT_ONLY), where this is not root. make test, run as
+    root, runs the tool tests as an ordinary user and then, as root, those."""
+    return unittest.skipUnless(os.geteuid() == 0, f'{ROOT_ONLY}: {why}')
+
+
+def require_root(test: unittest.TestCase, why: str) -> None:
+    """root_only, inside a test or its set-up."""
+    if os.geteuid() != 0:
+        test.skipTest(f'{ROOT_ONLY}: {why}')
 
 
 # The last commit with the plugin in one file (kloc-count.c): what the split into

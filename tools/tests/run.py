@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
-"""Run the tool tests in parallel: python3 -m tests.run [--jobs N] [-v].
+"""Run the tool tests in parallel: python3 -m tests.run [--jobs N] [-v] [--root-units F]
+[--units F].
 
 The tests are discovered once, split into units, and the units are handed out
 to N forked workers as each one finishes its last, so that the long ones (the
@@ -8,7 +9,10 @@ A unit is a whole module when it has setUpModule(), a whole class when it has
 setUpClass(), else one test, so that no fixture runs more often than it must.
 Prints a dot per passing test as it goes (-v: a line per unit), then every
 failure and error with its traceback, the slowest units, and unittest's totals;
-exits 1 if any test failed or errored.
+exits 1 if any test failed or errored. --root-units FILE lists the units in
+which a test was skipped for needing root (helpers.root_only); --units FILE runs
+only those: make test, run as root, runs the tests as an ordinary user, then
+those units as root.
 """
 
 from __future__ import annotations
@@ -24,7 +28,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kloc.trees import workcopy
+
 TOOLS = Path(__file__).resolve().parents[1]
+# How a test that needs root says so when skipped (helpers.root_only): --root-units
+# writes the units of those skips, for --units to run them again as root.
+ROOT_ONLY = 'needs root'
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,7 @@ class Outcome:
     skipped: int = 0
     expected_failures: int = 0
     problems: list[Problem] = field(default_factory=list)
+    needs_root: bool = False    # a test in it was skipped for not being root
 
 
 def _leaves(suite: unittest.TestSuite) -> Iterator[unittest.TestCase]:
@@ -80,9 +90,13 @@ def _run_unit(index: int) -> Outcome:
     name, tests = _UNITS[index]
     result = unittest.TextTestResult(io.StringIO(), descriptions=False, verbosity=0)
     t0 = time.monotonic()
-    unittest.TestSuite(tests).run(result)
+    try:
+        unittest.TestSuite(tests).run(result)
+    finally:
+        workcopy.release_all()      # the unit's builds are done: its copies are free
     out = Outcome(name, result.testsRun, time.monotonic() - t0, len(result.skipped),
-                  len(result.expectedFailures))
+                  len(result.expectedFailures),
+                  needs_root=any(why.startswith(ROOT_ONLY) for _, why in result.skipped))
     for kind, items in (('FAIL', result.failures), ('ERROR', result.errors)):
         out.problems += [Problem(kind, str(t), text) for t, text in items]
     out.problems += [Problem('UNEXPECTED SUCCESS', str(t), '')
@@ -98,9 +112,21 @@ def _mark(o: Outcome) -> str:
     return 's' if o.skipped == o.run and o.run else '.' * max(o.run, 1)
 
 
-def run(jobs: int, verbose: bool, start: Path, top: Path) -> int:
+def run(jobs: int, verbose: bool, start: Path, top: Path, only: Path | None = None,
+        root_units: Path | None = None) -> int:
     suite = unittest.defaultTestLoader.discover(str(start), top_level_dir=str(top))
     _UNITS[:] = units(suite)
+    if only is not None:
+        wanted = set(only.read_text().split())
+        _UNITS[:] = [u for u in _UNITS if u[0] in wanted]
+        missing = wanted - {name for name, _ in _UNITS}
+        if missing:
+            print(f'{only} names units that are not tests here: {", ".join(sorted(missing))}',
+                  file=sys.stderr)
+            return 2
+        if not _UNITS:
+            print(f'{only} names no unit: nothing to run', file=sys.stderr)
+            return 0
     t0 = time.monotonic()
     done: list[Outcome] = []
     ctx = multiprocessing.get_context('fork')
@@ -128,6 +154,10 @@ def run(jobs: int, verbose: bool, start: Path, top: Path) -> int:
     counts += [('skipped', sum(o.skipped for o in done)),
                ('expected_failures', sum(o.expected_failures for o in done))]
     detail = ', '.join(f'{k}={n}' for k, n in counts if n)
+    if root_units is not None:
+        root_units.write_text(''.join(f'{o.unit}\n' for o in done if o.needs_root))
+        print(f'{sum(o.needs_root for o in done)} units skipped tests that need root: '
+              f'listed in {root_units}', file=sys.stderr)
     verdict = 'FAILED' if problems else 'OK'
     print(verdict + (f' ({detail})' if detail else ''), file=sys.stderr)
     return 1 if problems else 0
@@ -142,10 +172,14 @@ def main(argv: list[str] | None = None) -> int:
                     help='directory to discover test_*.py in (default: tools/tests)')
     ap.add_argument('--top', type=Path, default=TOOLS,
                     help='the directory the test modules are imported from (default: tools)')
+    ap.add_argument('--root-units', type=Path, metavar='FILE',
+                    help=f'write there the units with a test skipped as "{ROOT_ONLY}"')
+    ap.add_argument('--units', type=Path, metavar='FILE',
+                    help='run only the units that FILE lists, one a line (--root-units)')
     args = ap.parse_args(argv)
     if args.jobs < 1:
         ap.error(f'--jobs {args.jobs}: give 1 or more worker processes')
-    return run(args.jobs, args.verbose, args.start, args.top)
+    return run(args.jobs, args.verbose, args.start, args.top, args.units, args.root_units)
 
 
 if __name__ == '__main__':

@@ -30,7 +30,7 @@ from kloc.series import changes, planning
 from kloc.trees import archive, sources
 from kloc.version import KernelVersion
 
-from .helpers import debian_tree
+from .helpers import debian_tree, root_only
 
 TOOLS = Path(__file__).resolve().parents[1]
 GET_HEADER = TOOLS / 'qemu-plugin' / 'get-header.sh'
@@ -81,7 +81,7 @@ def kloc(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=300)
 
 
-@unittest.skipUnless(os.geteuid() == 0, 'plants files of other users: needs root')
+@root_only('plants files of other users')
 class Base(unittest.TestCase):
     def setUp(self) -> None:
         tmp = tempfile.TemporaryDirectory(prefix='kloc-trust-')

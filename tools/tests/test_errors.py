@@ -24,7 +24,7 @@ from kloc.series import changes, planning
 from kloc.series.state import MANIFEST, STATE_DIR
 from kloc.version import KernelVersion
 
-from .helpers import TOOLS, cli, pristine_tree
+from .helpers import TOOLS, cli, pristine_tree, require_root
 
 SERIES = changes.load_series()
 
@@ -70,15 +70,17 @@ class ErrorMessageTest(unittest.TestCase):
                     f.write(f'| {name} | {msg} | {rc} |\n')
 
     def mounted(self, *args: str) -> Path:
+        require_root(self, f'mounts {" ".join(args)}')
         point = Path(tempfile.mkdtemp(dir=self.tmp))
         if not _mount(*args, str(point)):
-            self.skipTest(f'cannot mount {" ".join(args)} here (not root?)')
+            self.skipTest(f'cannot mount {" ".join(args)} here')
         self.mounts.append(point)
         return point
 
     def run_case(self, c: Case) -> str:
         cmd = [sys.executable, '-m', 'kloc', *c.args]
         if c.user:
+            require_root(self, f'runs the command as user {c.user}')
             if not shutil.which('setpriv'):
                 self.skipTest('no setpriv')
             cmd = ['setpriv', '--reuid', c.user, '--regid', c.user, '--clear-groups',

@@ -29,6 +29,8 @@ from kloc.bench import metrics
 from kloc.counting.counts import PHASE_ALL, PHASE_SINGLE, marker_define
 from kloc.paths import PACKAGE_ROOT, cache_dir
 
+from .helpers import require_root
+
 SOURCE = PACKAGE_ROOT / 'selftests' / 'lo_counters'
 MARKERS = PACKAGE_ROOT / 'tools' / 'qemu-plugin' / 'kloc-marker.h'
 RESULT = re.compile(r'^(not )?ok \d+ ', re.M)
@@ -529,7 +531,7 @@ class Unprivileged(unittest.TestCase):
 
     def test_a_record_it_may_not_write_is_refused(self) -> None:
         if not self.wrap:
-            self.skipTest('needs root, to run as nobody')
+            require_root(self, 'runs the selftest as nobody')
         os.chown(self.old, 0, 0)
         r = self.run_it(['-j', str(self.old)])
         self.assertEqual(r.rc, 1, str(r))

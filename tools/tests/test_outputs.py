@@ -37,7 +37,7 @@ from kloc.series.planning import InstallPlan, Step
 from kloc.bench.store import ResultsError, BenchRun
 from kloc.series.changes import Change
 
-from .helpers import DATA, stock_parser
+from .helpers import DATA, require_root, stock_parser
 
 TOOLS = Path(__file__).resolve().parent.parent
 KEY = {'tree': 'linux-6.1 6.1.192', 'a': 'slub', 'b': 'slab'}
@@ -47,8 +47,7 @@ SETTINGS = settings(max_examples=150, deadline=None, database=None,
 
 def tmpfs(test: unittest.TestCase, size: str = '256k') -> Path:
     """A fresh tmpfs of size, unmounted when the test ends; skips if none can be mounted."""
-    if os.geteuid() != 0:
-        test.skipTest('mounting a tmpfs needs root')
+    require_root(test, 'mounts a tmpfs')
     d = tempfile.mkdtemp(prefix='kloc-full-')
     test.addCleanup(os.rmdir, d)
     r = subprocess.run(['mount', '-t', 'tmpfs', '-o', f'size={size}', 'kloc-test', d],
