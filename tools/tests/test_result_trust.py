@@ -129,6 +129,9 @@ class PlantedParser(Base):
         self.assertFalse(self.marker.exists())
 
     def test_a_debian_tree_in_the_cache_is_kloc_s_own(self) -> None:
+        # as extracted (its stamp in trees/linux-X/stock, not in the copy), not only
+        # once make kunit remembered it: a fresh cache refused every run it wrote
+        self.assertTrue(runner._extracted(stock_parser().parents[2], paths.cache_dir()))
         meta = recorded_run(self.kout, str(stock_parser()))
         r = runner.load_run(meta)
         self.assertTrue(r.doc.found and r.doc.ok)

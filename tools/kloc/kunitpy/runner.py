@@ -398,10 +398,11 @@ def _remembered(tree: Path, cache: Path) -> bool:
 
 
 def _extracted(tree: Path, cache: Path) -> bool:
-    """Whether tree is a Debian tree kloc extracted into the cache (trees/linux-X.Y/src)."""
+    """Whether tree is kloc's copy of a Debian tree it extracted into the cache
+    (trees/linux-X.Y/src, the copy of trees/linux-X.Y/stock, whose stamp says so)."""
     series = tree.parent.name
     if tree != cache / 'trees' / series / 'src' or not _SERIES_DIR.fullmatch(series) or \
-            not (tree / sources.STAMP).is_file():
+            not (tree.parent / sources.STOCK / sources.STAMP).is_file():
         return False
     cache_subdir(cache, 'trees', series)    # the user's alone, or CacheTrustError
     return True
