@@ -71,6 +71,8 @@ def check_what(patch: Path | None, aa: bool, bench: bool, kunit: bool,
                           + ('--no-kunit' if not kunit else 'AA=1 has no KUnit')
                           + ': nothing would be reviewed; drop BENCH=0 (or, for a patch, '
                           'give ITS=1: the ITS interrupt path alone)')
+    if patch is not None:
+        patch_input.load(patch)     # a directory, a FIFO, no patch: refused here
 
 
 def check(req: Request) -> Prepared:
