@@ -203,9 +203,14 @@ def one_file_plugin(dest: Path, inc: Path, target: str) -> Path:
                             f'{ONE_FILE_PLUGIN}:tools/qemu-plugin/{name}'],
                            capture_output=True, check=False)
         if r.returncode:
-            raise AssertionError(f'the one-file plugin ({ONE_FILE_PLUGIN[:12]}) is not in '
-                                 f'this git checkout: {r.stderr.decode().strip()}; clone '
-                                 'with its history (not --depth)')
+            shallow = subprocess.run(['git', '-C', str(TOOLS), 'rev-parse',
+                                      '--is-shallow-repository'], capture_output=True,
+                                     text=True, check=False).stdout.strip() == 'true'
+            why = (f'the one-file plugin ({ONE_FILE_PLUGIN[:12]}) is not in this git '
+                   f'checkout: {r.stderr.decode().strip()}; clone with its history')
+            if shallow:         # cut off on purpose (--depth): nothing to compare with
+                raise unittest.SkipTest(f'{why} (this clone is shallow)')
+            raise AssertionError(why)
         (src / name).parent.mkdir(parents=True, exist_ok=True)
         (src / name).write_bytes(r.stdout)
     subprocess.run(['make', '-s', '-C', str(src), f'O={dest}', f'QEMU_PLUGIN_INCLUDE={inc}',

@@ -520,8 +520,12 @@ class OneFile10(_Model):
     @classmethod
     def setUpClass(cls) -> None:
         super().setUpClass()
-        inc = _headers()[cls.QEMU]
-        cls.one_file = one_file_plugin(Path(cls.tmp.name) / 'one-file', inc, 'fake-qemu')
+        try:
+            cls.one_file = one_file_plugin(Path(cls.tmp.name) / 'one-file',
+                                           _headers()[cls.QEMU], 'fake-qemu')
+        except BaseException:
+            cls.tmp.cleanup()       # tearDownClass does not run
+            raise
 
     def run_script(self, body: str, head: str = TOPOLOGY, tsan: bool = False) -> Counts:
         counts = super().run_script(body, head, tsan)
