@@ -845,12 +845,16 @@ class SeededX86(unittest.TestCase):
             binary = guest.static_selftest('x86_64', tree.path / 'tools/testing/selftests',
                                            tmp)
             plugin, initrd = counted_runs.setup(binary, tmp, 'x86_64')
-            one_file = dataclasses.replace(plugin, path=one_file_plugin(
-                tmp / 'one-file', header_dir(), 'kloc-count.so'))
+            boots = [(0, plugin), (0, plugin), (1, plugin)]
+            no_one_file = ''
+            try:
+                boots.append((0, dataclasses.replace(plugin, path=one_file_plugin(
+                    tmp / 'one-file', header_dir(), 'kloc-count.so'))))
+            except unittest.SkipTest as e:      # a shallow clone: the seeds alone
+                no_one_file = str(e)
             records: list[dict[str, float]] = []
             plugin_json: list[dict[str, Any]] = []
-            for k, (seed, p) in enumerate(((0, plugin), (0, plugin), (1, plugin),
-                                           (0, one_file))):
+            for k, (seed, p) in enumerate(boots):
                 log = tmp / f'boot-{k}.log'
                 r = guest.run(g, initrd, topo, int(os.environ.get('TIMEOUT', '300')), log,
                               p, seed)
@@ -862,13 +866,16 @@ class SeededX86(unittest.TestCase):
                 records.append(counted)
                 plugin_json.append(json.loads(log.with_name(f'boot-{k}.counts.json')
                                               .read_text()))
-        first, again, other, _ = records
+        first, again, other = records[:3]
         print(f'\nseed 0 twice: {first["insns_pkt_all"]:.3f} insns/packet, '
               f'{first["fcontended_pkt_all"]:.4f} false-shared accesses; seed 1: '
               f'{other["insns_pkt_all"]:.3f}, {other["fcontended_pkt_all"]:.4f}', end=' ')
         self.assertEqual(first, again)
         self.assertEqual(plugin_json[0], plugin_json[1])
         self.assertNotEqual(first, other)
+        if no_one_file:
+            self.skipTest(f'the seeds counted alike; not compared with the one-file '
+                          f'plugin: {no_one_file}')
         self.assertEqual(plugin_json[3], plugin_json[0])
 
 
