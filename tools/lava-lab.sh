@@ -106,7 +106,7 @@ lab_dir() {
 
 # A file of the lab, if it is there: a regular file of yours nobody else may write.
 check_file() {
-	lab_dir --file "$(basename -- "$1")" >/dev/null || exit 2
+	lab_dir --file "$(basename -- "$1")" >/dev/null	# refuses, and exits, itself
 }
 
 # The lab's folder and every file in it, checked before any is used.

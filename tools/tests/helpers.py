@@ -14,9 +14,9 @@ import sys
 import threading
 import time
 import unittest
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kloc.bench import metrics
