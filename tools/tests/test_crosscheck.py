@@ -39,7 +39,7 @@ some 2.7% more misses) is caught.
 
 The figures are printed. The test needs a built x86_64 guest kernel (make
 guest, the guest make mutants builds, or KLOC_COUNT_GUEST=/path/to/bzImage)
-and QEMU's sources (get-header.sh); without them it is skipped, saying why.
+and QEMU's sources (qemu/source.py); without them it is skipped, saying why.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from unittest import mock
 
 from kloc import paths
 from kloc.paths import cache_dir
-from kloc.qemu import release
+from kloc.qemu import release, source
 
 
 def real_release() -> release.Release:
@@ -50,7 +50,7 @@ class RealReleaseTest(unittest.TestCase):
 
     def test_the_header_is_this_versions_api_4_or_later(self) -> None:
         r = real_release()
-        text = (r.header_dir / release.HEADER).read_text()
+        text = (r.header_dir / source.HEADER).read_text()
         line = next(x for x in text.splitlines() if x.startswith('#define QEMU_PLUGIN_VERSION '))
         self.assertGreaterEqual(int(line.split()[2]), 4)
         self.assertIn('qemu_plugin_register_vcpu_insn_exec_inline_per_vcpu', text)

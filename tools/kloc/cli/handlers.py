@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kloc import defaults, paths, progress
 from kloc.bench import aa, compare, interleave, plugin_cost, single
+from kloc.counting import plugin
 from kloc.kunitpy import known, report as kunit_report, runner, suites
 from kloc.lava import device as lava_device, lab as lava_lab, workflow as lava_workflow
 from kloc.guests import guest as guest_mod
@@ -192,6 +193,13 @@ def qemu(args: argparse.Namespace) -> int:
     """make deps: the QEMU every command runs, fetched once (KLOC_SYSTEM_QEMU=1: none)."""
     r = release.use(cache_dir(), fetch_missing=True)
     print(r.bin_dir if r else 'the system\'s QEMU')
+    return 0
+
+
+def qemu_header(args: argparse.Namespace) -> int:
+    """The plugin's Makefile and make deps: the folder with qemu-plugin.h (and cache.c)
+    of the QEMU kloc runs, from Debian's qemu source of its version, fetched once."""
+    print(plugin.header_dir())
     return 0
 
 

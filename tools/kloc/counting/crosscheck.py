@@ -5,8 +5,8 @@ Issue 25's cross-check: for one vCPU with coherence off, kloc-count's misses
 agree with cache.c's configured alike (size, ways, 64-byte lines, LRU; its
 L1 dcache is compared, its icache is not). Both plugins are loaded into the
 same QEMU, so they see the same accesses in the same order; cache.c is
-built from the qemu source of exactly the QEMU that runs (get-header.sh, or
-qemu/release.py for QEMU 10.0, keep it beside qemu-plugin.h).
+built from the qemu source of exactly the QEMU that runs (qemu/source.py
+keeps it beside qemu-plugin.h).
 
 What the two count differently, and so what bounds the difference:
 - cache.c looks each access up once, at the line of its first byte;
@@ -51,9 +51,9 @@ from kloc.counting.errors import CountingError, run_tool
 from kloc.counting.plugin import build_into, build_plugin, header_dir
 from kloc.counting.qemu_args import counted_command
 from kloc.paths import cache_dir
-from kloc.qemu import release
+from kloc.qemu import release, source
 
-CACHE_PLUGIN = release.CACHE_PLUGIN     # contrib/plugins/cache.c, beside qemu-plugin.h
+CACHE_PLUGIN = source.CACHE_PLUGIN      # contrib/plugins/cache.c, beside qemu-plugin.h
 LINE = 64
 
 # Counts the accesses that cache.c and kloc-count look up (not MMIO, with an

@@ -3,7 +3,7 @@
 
 The header comes from Debian's qemu source package of exactly that version:
 QEMU 10.0's, fetched with it (qemu/release.py), or the installed QEMU's
-(tools/qemu-plugin/get-header.sh); the plugin is built once per
+(qemu/system.py); the plugin is built once per
 source, header and compiler into the cache, and refused when QEMU changed.
 """
 
@@ -19,11 +19,11 @@ from pathlib import Path
 
 from kloc.counting.errors import CountingError, run_tool
 from kloc.paths import PACKAGE_ROOT, cache_dir
-from kloc.qemu import release
+from kloc.qemu import release, source, system
+from kloc.trees import archive
 
 PLUGIN_DIR = PACKAGE_ROOT / 'tools' / 'qemu-plugin'
 MARKER_H = PLUGIN_DIR / 'kloc-marker.h'
-GET_HEADER = PLUGIN_DIR / 'get-header.sh'
 PLUGIN_SOURCES = ('kloc-count.c', 'kloc-model.c', 'kloc-count.h', 'kloc-marker.h', 'Makefile')
 PLUGIN_NAME = 'kloc-count'
 
@@ -53,11 +53,10 @@ def header_dir() -> Path:
     r = release.in_use()
     if r is not None:
         return r.header_dir
-    out = run_tool([str(GET_HEADER)], 'getting qemu-plugin.h')
-    path = Path(out.strip().splitlines()[-1]) if out.strip() else Path()
-    if not (path / 'qemu-plugin.h').is_file():
-        raise CountingError(f'{GET_HEADER} printed no directory with qemu-plugin.h')
-    return path
+    try:
+        return system.header_dir(cache_dir())
+    except (system.SystemQemuError, archive.ArchiveError, source.QemuSourceError) as e:
+        raise CountingError(f'no qemu-plugin.h for the installed QEMU: {e}') from None
 
 
 def header_api_version(header: Path) -> int:
@@ -70,13 +69,9 @@ def header_api_version(header: Path) -> int:
 
 def installed_qemu_source() -> str:
     """The Debian source version of the QEMU this command runs (qemu/release.py), or
-    the one the installed qemu-system-x86 was built from."""
+    the one the installed qemu-system-* packages were built from."""
     r = release.in_use()
-    if r is not None:
-        return r.version
-    out = run_tool(['dpkg-query', '-W', '-f=${source:Version}', 'qemu-system-x86'],
-                   'asking dpkg for the QEMU version')
-    return out.strip()
+    return r.version if r is not None else system.installed_version()
 
 
 @dataclass(frozen=True)

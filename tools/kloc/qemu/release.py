@@ -10,10 +10,10 @@ it as it fetches 7.x's kernel source (trees/archive.py): a private apt
 configuration for the suite, `apt-get download` of qemu-system-x86,
 qemu-system-arm, qemu-system-common and qemu-system-data, and their files
 unpacked into $KLOC_CACHE/qemu/<version>/ (keeping no owner, no setuid
-bit); the source package of the same version gives qemu-plugin.h, the
-plugin API reference and contrib/plugins/cache.c (QEMU's own cache model,
-for kloc-count's cross-check), added by fetch() to a release fetched before
-kloc kept it. Nothing is installed and /etc/apt is not touched.
+bit); the source package of the same version gives the plugin's files
+(qemu/source.py: qemu-plugin.h, the API reference, cache.c), added by
+fetch() to a release fetched before kloc kept them all. Nothing is
+installed and /etc/apt is not touched.
 
 Every QEMU kloc starts (kunit.py's, through tools/qemu-accel/; guests;
 counted boots; lava-run's) is found on PATH: use() puts this QEMU's bin/
@@ -37,7 +37,7 @@ from pathlib import Path
 
 from kloc import filelock, paths, progress
 from kloc.errors import KlocError
-from kloc.qemu import arches
+from kloc.qemu import arches, source
 from kloc.trees import archive
 
 SUITE = 'bookworm-backports'
@@ -46,14 +46,6 @@ SERIES = (10, 0)                    # the QEMU series kloc runs
 PACKAGES = tuple(a.qemu_package for a in arches.ARCHES.values()) + ('qemu-system-common',
                                                                     'qemu-system-data')
 BINARIES = tuple(a.qemu_binary for a in arches.ARCHES.values())
-HEADER = 'qemu-plugin.h'
-CACHE_PLUGIN = 'cache.c'
-# The files taken from the source package: the header the plugin is built
-# against, the API reference beside it, and QEMU's own cache-model plugin
-# (kloc.counting.crosscheck builds it against the header).
-FROM_SOURCE = {'include/qemu/qemu-plugin.h': HEADER,
-               'docs/devel/tcg-plugins.rst': 'tcg-plugins.rst',
-               'contrib/plugins/cache.c': CACHE_PLUGIN}
 DONE = 'source-version'             # written last: the folder is complete
 # Debian's QEMU looks for its firmware and option ROMs in /usr/share/qemu (it
 # is not built relocatable): each binary is started through a two-line script
@@ -119,7 +111,8 @@ def cached(cache: Path) -> Release | None:
 def missing_source(r: Release) -> list[str]:
     """The files of FROM_SOURCE a release's include/ lacks (one fetched before kloc kept
     them all): the release runs, but what needs them wants fetch() first."""
-    return [name for name in FROM_SOURCE.values() if not (r.header_dir / name).is_file()]
+    return [name for name in source.FROM_SOURCE.values()
+            if not (r.header_dir / name).is_file()]
 
 
 def fetch(cache: Path) -> Release:
@@ -180,33 +173,11 @@ def _wrappers(unpacked: Path, final: Path, version: str) -> None:
         w.chmod(0o755)
 
 
-def _from_source(a: archive.Archive, version: str, work: Path, into: Path,
-                 wanted: dict[str, str]) -> None:
-    """The wanted files (path in the source: name) of the upstream tarball of exactly
-    this version, into a folder."""
-    progress.say(f'downloading the upstream tarball of the qemu source {version} (for '
-                 f'{", ".join(wanted.values())})')
-    orig = archive.orig_tarball(a, 'qemu', version, work)
-    x = work / 'src-x'
-    x.mkdir()
-    r = subprocess.run(['tar', '-x', *archive.TAR_SAFE, '-f', str(orig), '-C', str(x),
-                        '--wildcards', '--no-anchored', *wanted],
-                       capture_output=True, text=True)
-    if r.returncode:
-        raise QemuReleaseError(f'extracting {", ".join(wanted)} from {orig.name} '
-                               f'failed: {r.stderr.strip()[-400:]}')
-    for rel, name in wanted.items():
-        got = [p for p in x.rglob(Path(rel).name) if p.as_posix().endswith(rel)]
-        if len(got) != 1 or got[0].is_symlink() or not got[0].is_file():
-            raise QemuReleaseError(f'{orig.name} holds no single regular {rel}')
-        shutil.copyfile(got[0], into / name)
-
-
 def _header(a: archive.Archive, version: str, work: Path, unpacked: Path) -> None:
     """FROM_SOURCE of the source package of exactly this version, into include/."""
     (unpacked / 'include').mkdir(parents=True)
-    _from_source(a, version, work, unpacked / 'include', FROM_SOURCE)
-    (unpacked / 'include' / 'source-version').write_text(version + '\n')
+    source.extract(a, version, work, unpacked / 'include')
+    (unpacked / 'include' / source.DONE).write_text(version + '\n')
 
 
 def _complete_source(a: archive.Archive, r: Release) -> None:
@@ -215,7 +186,7 @@ def _complete_source(a: archive.Archive, r: Release) -> None:
     inc = r.header_dir
     paths.trusted_dir(inc)
     missing = set(missing_source(r))
-    wanted = {rel: name for rel, name in FROM_SOURCE.items() if name in missing}
+    wanted = {rel: name for rel, name in source.FROM_SOURCE.items() if name in missing}
     for name in missing:
         if os.path.lexists(inc / name):
             raise QemuReleaseError(f'{inc / name} is there but is no regular file: '
@@ -225,7 +196,7 @@ def _complete_source(a: archive.Archive, r: Release) -> None:
         work = Path(tmp)
         got = work / 'got'
         got.mkdir()
-        _from_source(a, r.version, work, got, wanted)
+        source.extract(a, r.version, work, got, wanted)
         for name in wanted.values():
             (got / name).rename(inc / name)
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
-"""Debian's linux-source packages from suites this machine does not use (sid, experimental).
+"""Debian's packages from suites this machine does not use (sid, experimental, backports).
 
 Mainline kernels (7.x) are in Debian's sid and experimental, not in the
 stable release the machine runs. They are fetched without changing the
@@ -11,6 +11,8 @@ no setuid bit) into $KLOC_CACHE/debian/<package>_<version>/.
 Nothing is installed, pinned or added to /etc/apt; the tarball is that
 directory's usr/src/linux-source-X.Y.tar.xz, as linux-source-X.Y installs
 it. The archive's keyring checks the lists, as for the system's apt.
+A source package's files (qemu/source.py) come by name and SHA-256 from
+the suite's Sources index (a deb-src line in the private list), none in /etc/apt.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from kloc.errors import KlocError
 from kloc.version import KernelVersion
 
 MIRROR = 'http://deb.debian.org/debian'
+SECURITY_MIRROR = 'http://deb.debian.org/debian-security'    # the -security suites
 KEYRING = Path('/usr/share/keyrings/debian-archive-keyring.gpg')
 SUITES = ('sid', 'experimental')
 SOURCE = re.compile(r'^linux-source-(\d+\.\d+)$')
@@ -47,11 +50,20 @@ class ArchiveError(KlocError):
 class Archive:
     suite: str
     cache: Path             # $KLOC_CACHE
-    with_sources: bool = False  # deb-src too (apt-get source)
+    with_sources: bool = False  # its Sources index too (source_file())
+    binaries: bool = True       # its Packages index (candidate(), download())
 
     @property
     def root(self) -> Path:
         return self.cache / 'apt' / self.suite
+
+    @property
+    def mirror(self) -> str:
+        """Where the suite is: KLOC_DEBIAN_MIRROR, or Debian's (its security archive for a
+        -security suite, which KLOC_DEBIAN_MIRROR does not name)."""
+        if self.suite.endswith('-security'):
+            return SECURITY_MIRROR
+        return os.environ.get('KLOC_DEBIAN_MIRROR', MIRROR)
 
     def options(self) -> list[str]:
         """apt's -o options: this suite's files only, the system's none."""
@@ -74,11 +86,10 @@ class Archive:
     def configure(self) -> None:
         for d in ('lists/partial', 'cache/archives/partial'):
             (self.root / d).mkdir(parents=True, exist_ok=True)
-        mirror = os.environ.get('KLOC_DEBIAN_MIRROR', MIRROR)
         signed = f' [signed-by={KEYRING}]' if KEYRING.is_file() else ''
-        kinds = ('deb', 'deb-src') if self.with_sources else ('deb',)
+        kinds = [k for k, on in (('deb', self.binaries), ('deb-src', self.with_sources)) if on]
         (self.root / 'sources.list').write_text(''.join(
-            f'{kind}{signed} {mirror} {self.suite} main\n' for kind in kinds))
+            f'{kind}{signed} {self.mirror} {self.suite} main\n' for kind in kinds))
 
 
 def _apt(a: Archive, *args: str, cwd: Path | None = None, keep_stderr: bool = False) -> str:
@@ -102,7 +113,7 @@ def update(a: Archive) -> None:
     progress.say(f'reading Debian {a.suite}\'s package lists (private apt configuration '
                  f'in {a.root}; the system\'s apt is not touched)')
     out = _apt(a, 'update', keep_stderr=True)
-    if not any((a.root / 'lists').glob('*_Packages*')):
+    if not any((a.root / 'lists').glob('*_Packages*' if a.binaries else '*_Sources*')):
         raise ArchiveError(f'no package lists of Debian {a.suite} came from the mirror '
                            f'({" ".join(out.split())[-600:]}); check the network and the '
                            'mirror (KLOC_DEBIAN_MIRROR=)')
@@ -120,30 +131,42 @@ def download(a: Archive, specs: list[str], into: Path) -> None:
     _apt(a, 'download', *specs, cwd=into)
 
 
-def orig_tarball(a: Archive, package: str, version: str, into: Path) -> Path:
-    """The upstream tarball of source package=version, into a folder: its name and
-    SHA-256 from the suite's Sources index (which the archive's key signs), its
-    bytes by apt-helper, which checks them against that hash. The tarball alone:
-    a mirror may keep it while a backport's .dsc and .debian.tar are gone."""
+# The files of a source package kloc takes, by kind: the upstream tarball, and
+# Debian's changes to it (its debian/ folder: patches/ and their series).
+SOURCE_FILES = {'orig': r'\S+\.orig\.tar\.(?:xz|gz|bz2)',
+                'debian': r'\S+\.debian\.tar\.(?:xz|gz|bz2)'}
+
+
+def source_versions(a: Archive, package: str) -> list[str]:
+    """The versions of source package the suite's Sources index holds."""
+    return re.findall(r'^Version: (\S+)$', _apt(a, 'showsrc', package), re.M)
+
+
+def source_file(a: Archive, package: str, version: str, kind: str, into: Path) -> Path:
+    """One file (SOURCE_FILES' kind) of source package=version, into a folder: its name
+    and SHA-256 from the suite's Sources index (which the archive's key signs), its
+    bytes by apt-helper, which checks them against that hash. One file, not apt-get
+    source: a mirror may keep a backport's upstream tarball while its .dsc and
+    .debian.tar are gone."""
     for stanza in _apt(a, 'showsrc', package).split('\n\n'):
         fields = dict(re.findall(r'^(Version|Directory): (\S+)$', stanza, re.M))
         if fields.get('Version') != version or 'Directory' not in fields:
             continue
         sums = stanza.split('Checksums-Sha256:', 1)[-1]
-        m = re.search(r'^ ([0-9a-f]{64}) \d+ (\S+\.orig\.tar\.(?:xz|gz|bz2))$', sums, re.M)
+        m = re.search(rf'^ ([0-9a-f]{{64}}) \d+ ({SOURCE_FILES[kind]})$', sums, re.M)
         if not m:
             break
-        mirror = os.environ.get('KLOC_DEBIAN_MIRROR', MIRROR)
         dest = into / m.group(2)
         cmd = ['/usr/lib/apt/apt-helper', 'download-file',
-               f'{mirror}/{fields["Directory"]}/{m.group(2)}', str(dest), f'SHA256:{m.group(1)}']
+               f'{a.mirror}/{fields["Directory"]}/{m.group(2)}', str(dest),
+               f'SHA256:{m.group(1)}']
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode or not dest.is_file():
             raise ArchiveError(f'downloading {m.group(2)} ({a.suite}) failed: '
                                f'{" ".join((r.stdout + r.stderr).split())[-600:]}; check the '
                                'network and the mirror (KLOC_DEBIAN_MIRROR=)')
         return dest
-    raise ArchiveError(f'Debian {a.suite}\'s Sources index has no upstream tarball of '
+    raise ArchiveError(f'Debian {a.suite}\'s Sources index has no {kind} tarball of '
                        f'{package} {version}')
 
 
