@@ -43,6 +43,8 @@ class GitAm(unittest.TestCase):
         r = cli('patches', '--kdir', str(root), '--out', str(tmp / 'out'), env=env)
         self.assertEqual(r.returncode, 0, r.stderr)
         mails = sorted(Path(p) for p in r.stdout.split())
+        # it reads the tree: no copy of it is made
+        self.assertFalse(os.path.lexists(tmp / 'cache' / 'kdir'))
         self.assertEqual(len(mails), len(changes.load_series()), r.stdout)
         am = subprocess.run(['git', '-C', str(root), *who, 'am', '-q', '-s',
                              *map(str, mails)], capture_output=True, text=True)

@@ -70,7 +70,8 @@ def builddir(args: argparse.Namespace) -> int:
 
 
 def patches(args: argparse.Namespace) -> int:
-    t = _tree(args)
+    """The series as mails for git am, planned against the tree as it is (no copy)."""
+    t = resolve(args.kernel, args.kdir, cache_dir(), copy=False)
     plan = planning.plan(_source(t), t.version, changes.load_series())
     out = _out(args) / 'patches' / t.label
     written = mail.export(plan, out, str(t.version))

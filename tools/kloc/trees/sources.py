@@ -42,7 +42,7 @@ class TreeError(KlocError):
 
 @dataclass(frozen=True)
 class Tree:
-    path: Path                  # what kloc builds: a copy in the cache
+    path: Path                  # what kloc builds: a copy in the cache (read only: source)
     version: KernelVersion
     origin: str                 # 'debian', 'kdir'; 'mutant', 'review': copies of copies
     source: Path | None = None  # the tree the copy is of (debian, kdir): never written
@@ -84,12 +84,14 @@ def kdir_copy(kdir: Path, version: KernelVersion, cache: Path) -> Path:
     return paths.cache_subdir(cache, 'kdir') / f'linux-{version}-{key}' / 'src'
 
 
-def user_tree(kdir: str, cache: Path) -> Tree:
+def user_tree(kdir: str, cache: Path, copy: bool = True) -> Tree:
     path = Path(kdir).expanduser().resolve()
     version = check_tree(path)
     if version < kernels.OLDEST:
         raise TreeError(f'{path} is Linux {version}; this package supports '
                         f'{kernels.OLDEST.series} and later')
+    if not copy:
+        return Tree(path, version, 'kdir', path)
     return _copy(path, kdir_copy(path, version, cache), version, 'kdir')
 
 
@@ -253,7 +255,7 @@ def _save_damaged(dest: Path, files: list[str]) -> None:
         progress.say(f'copies of the damaged files are in {to}: {", ".join(saved)}')
 
 
-def debian_tree(kernel: str, cache: Path) -> Tree:
+def debian_tree(kernel: str, cache: Path, copy: bool = True) -> Tree:
     """Extract Debian's linux-source-<kernel> once into the cache, and reuse it.
 
     Every use checks the key files and the files the package touches by
@@ -283,6 +285,8 @@ def debian_tree(kernel: str, cache: Path) -> Tree:
     # command, which may itself wait for this lock (a command holds its copy until exit).
     with filelock.exclusive(src / '.lock'):
         version = _checked_or_extracted(tarball, kernel, src, want)
+    if not copy:
+        return Tree(dest, version, 'debian', dest)
     return _copy(dest, src / 'src', version, 'debian')
 
 
@@ -359,8 +363,9 @@ def _upgrade_stamp(dest: Path, tarball: Path, kernel: str, want: dict[str, objec
     return ''
 
 
-def resolve(kernel: str, kdir: str, cache: Path) -> Tree:
-    """KDIR wins over KERNEL."""
+def resolve(kernel: str, kdir: str, cache: Path, copy: bool = True) -> Tree:
+    """KDIR wins over KERNEL. copy=False: the tree as it is, for a command that only
+    reads it (kloc patches): no copy is made or refreshed."""
     if kdir:
-        return user_tree(kdir, cache)
-    return debian_tree(kernel, cache)
+        return user_tree(kdir, cache, copy)
+    return debian_tree(kernel, cache, copy)
