@@ -13,6 +13,7 @@ reads nothing from the network.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import unittest
@@ -108,6 +109,45 @@ class ApplyTest(unittest.TestCase):
                                     r'apply to qemu-7\.2'):
             source.apply_patches(self.top, [('02-y.patch', self.patch('no such', 'line'))],
                                  {CACHE_C})
+
+
+class SeriesTest(unittest.TestCase):
+    """debian/patches/series comes from a tarball kloc did not make: what it names is
+    read only where it is a regular file in debian/patches."""
+
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory(prefix='kloc-series-')
+        self.addCleanup(tmp.cleanup)
+        self.tmp = Path(tmp.name)
+        self.patches = self.tmp / 'debian' / 'patches'
+        (self.patches / 'sub').mkdir(parents=True)
+        (self.patches / 'sub' / 'b.patch').write_text('b\n')
+        (self.patches / 'a.patch').write_text('a\n')
+        (self.tmp / 'secret').write_text('not a patch\n')
+
+    def series(self, *names: str) -> list[tuple[str, str]]:
+        (self.patches / 'series').write_text(''.join(f'{n}\n' for n in names))
+        return source.read_series(self.patches, 'qemu_1.debian.tar.xz')
+
+    def test_the_named_patches_in_order(self) -> None:
+        self.assertEqual(self.series('sub/b.patch -p1', '# a comment', 'a.patch'),
+                         [('sub/b.patch', 'b\n'), ('a.patch', 'a\n')])
+
+    def test_a_name_outside_the_folder_is_refused(self) -> None:
+        (self.patches / 'link').symlink_to(self.tmp)
+        (self.patches / 'c.patch').symlink_to(self.tmp / 'secret')
+        for name in (str(self.tmp / 'secret'), '../../secret', 'link/secret', 'c.patch',
+                     'absent.patch'):
+            with self.subTest(name=name):
+                with self.assertRaisesRegex(source.QemuSourceError,
+                                            rf'^qemu_1\.debian\.tar\.xz: debian/patches/series '
+                                            rf'names {re.escape(name)}, which is no regular'):
+                    self.series('a.patch', name)
+
+    def test_a_linked_series_is_refused(self) -> None:
+        (self.patches / 'series').symlink_to(self.tmp / 'secret')
+        with self.assertRaisesRegex(source.QemuSourceError, 'symbolic link'):
+            source.read_series(self.patches, 'qemu_1.debian.tar.xz')
 
 
 class SystemHeaderTest(unittest.TestCase):

@@ -81,18 +81,29 @@ def _debian_patches(a: archive.Archive, version: str, work: Path) -> list[tuple[
     x.mkdir()
     r = subprocess.run(['tar', '-x', *archive.TAR_SAFE, '-f', str(tarball), '-C', str(x),
                         'debian/patches'], capture_output=True, text=True)
-    series = x / 'debian' / 'patches' / 'series'
-    if r.returncode or not series.is_file():
+    if r.returncode or not (x / 'debian' / 'patches' / 'series').is_file():
         return []       # a version with no patches
+    return read_series(x / 'debian' / 'patches', tarball.name)
+
+
+def read_series(patches: Path, where: str) -> list[tuple[str, str]]:
+    """(name, text) of each patch a debian/patches/series names, in its order: each a
+    regular file inside that folder (not through a link, not by .. or an absolute
+    path: the tarball is not kloc's), else QemuSourceError naming it."""
+    inside = patches.resolve()
+    series = patches / 'series'
+    if any(f.is_symlink() for f in (patches.parent, patches, series)):
+        raise QemuSourceError(f'{where}: debian/patches or its series is a symbolic link')
     found = []
     for line in series.read_text().splitlines():
         name = line.split('#', 1)[0].split()
         if not name:
             continue
-        p = x / 'debian' / 'patches' / name[0]
-        if p.is_symlink() or not p.is_file() or '..' in Path(name[0]).parts:
-            raise QemuSourceError(f'{tarball.name}: debian/patches/series names '
-                                  f'{name[0]}, which is no regular file there')
+        rel, p = Path(name[0]), patches / name[0]
+        if rel.is_absolute() or '..' in rel.parts or p.is_symlink() or not p.is_file() \
+                or p.resolve() != inside / rel:
+            raise QemuSourceError(f'{where}: debian/patches/series names {name[0]}, which '
+                                  'is no regular file in debian/patches')
         found.append((name[0], p.read_text(errors='replace')))
     return found
 
