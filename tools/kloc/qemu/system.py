@@ -107,10 +107,8 @@ def header_dir(cache: Path) -> Path:
                     got.mkdir()
                     source.extract(a, version, work, got)
                     (got / source.DONE).write_text(version + '\n')
-                    for name in sorted(p.name for p in got.iterdir()):
-                        if name != source.DONE:
-                            (got / name).rename(d / name)
-                    (got / source.DONE).rename(d / source.DONE)     # last: complete
+                    for name in (*source.FROM_SOURCE.values(), source.DONE):   # DONE last
+                        (got / name).rename(d / name)
                 progress.say(f'qemu-plugin.h and cache.c of Debian qemu {version} '
                              f'({suite}) in {d}')
                 return d

@@ -42,7 +42,7 @@ class TreeError(KlocError):
 
 @dataclass(frozen=True)
 class Tree:
-    path: Path                  # what kloc builds: a copy in the cache (read only: source)
+    path: Path                  # what kloc builds: a copy in the cache (copy=False: source)
     version: KernelVersion
     origin: str                 # 'debian', 'kdir'; 'mutant', 'review': copies of copies
     source: Path | None = None  # the tree the copy is of (debian, kdir): never written
