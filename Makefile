@@ -113,7 +113,7 @@ guest: deps
 		$(call opt,--alloc,$(ALLOC)) $(call opt,--topology,$(TOPOLOGY)) \
 		$(call opt,--timeout,$(TIMEOUT)) $(call opt,--seconds,$(SECONDS)) \
 		$(call opt,--counted,$(COUNTED)) $(call opt,--its-remote-ns,$(ITS_REMOTE_NS)) \
-		--out $(call q,$(OUT))
+		--jobs $(call q,$(JOBS)) --out $(call q,$(OUT))
 
 # LAVA_URL=: compare's and review's timed runs as jobs of a LAVA lab (docs/lava.md).
 LAB = $(call opt,--lava-url,$(LAVA_URL)) $(call opt,--lava-token-file,$(LAVA_TOKEN_FILE)) \
@@ -121,7 +121,8 @@ LAB = $(call opt,--lava-url,$(LAVA_URL)) $(call opt,--lava-token-file,$(LAVA_TOK
 
 compare: deps
 	@$(KLOC) compare $(TREE) $(call opt,--arch,$(ARCH)) \
-		$(call opt,--topology,$(TOPOLOGY)) $(NUMBERS) $(LAB) --out $(call q,$(OUT))
+		$(call opt,--topology,$(TOPOLOGY)) $(NUMBERS) $(LAB) --jobs $(call q,$(JOBS)) \
+		--out $(call q,$(OUT))
 
 review: deps
 	@$(KLOC) review $(TREE) $(call opt,--patch,$(PATCH)) $(call opt,--aa,$(AA)) \

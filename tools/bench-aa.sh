@@ -11,9 +11,10 @@
 # $OUT/bench-aa/report.txt. COUNTED=0 measures the timed verdict instead.
 #
 # Reviews run STREAMS at a time once the first two have built both
-# kernels: a counted boot runs on one host thread and counts the same
-# however busy the host is, so two share a 2-core machine; the timed runs
-# (shown, not judged, where counted boots are) then run slower. Each review
+# kernels, each booting nproc / STREAMS counted boots at once (JOBS): a
+# counted boot runs on one host thread and counts the same however busy the
+# host is; the timed runs (shown, not judged, where counted boots are) then
+# run slower. Each review
 # keeps its runs, so an interrupted benchmark resumes.
 
 set -euo pipefail
@@ -36,6 +37,9 @@ NOOP=selftests/lo_counters/review/noop.patch
 if [ "$COUNTED" = 0 ]; then
 	STREAMS=1   # the timed verdict: one boot at a time
 fi
+# Each review boots its counted boots JOBS at once: streams x jobs <= nproc.
+JOBS=$(($(nproc) / STREAMS))
+[ "$JOBS" -ge 1 ] || JOBS=1
 root="$OUT/bench-aa"
 mkdir -p "$root"
 
@@ -48,7 +52,7 @@ review() {
 		"counted boots a side): log in $root/$i.log ===" >&2
 	if kloc review ${KERNEL:+--kernel "$KERNEL"} ${KDIR:+--kdir "$KDIR"} "${what[@]}" \
 		--no-kunit --runs "$RUNS" --counted "$COUNTED" --seconds "$SECONDS_" \
-		--alpha "$ALPHA" --out "$root/$i" >"$root/$i.log" 2>&1; then
+		--alpha "$ALPHA" --jobs "$JOBS" --out "$root/$i" >"$root/$i.log" 2>&1; then
 		echo "A/A $i: $("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["verdict"])' \
 			"$root/$i"/review/*/review.json)" >&2
 	else

@@ -124,7 +124,8 @@ OPTIONS = (
            about='the change of interest, in percent: a run that could not detect it is '
            'inconclusive',
            defaults=(('compare', '3.6'), ('review', '3.6')), low=0, high=100, low_open=True),
-    Option(make='JOBS', dest='jobs', about='parallel build jobs and tool-test workers',
+    Option(make='JOBS', dest='jobs', about='parallel build jobs, tool-test workers and '
+           'counted boots at once (timed runs: one at a time)',
            defaults=(('*', 'nproc'),), low=1, high=4096, integer=True),
     Option(make='COUNTED', dest='counted',
            about='boots a side under the QEMU counting plugin, after the timed runs; the '

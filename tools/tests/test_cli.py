@@ -210,7 +210,7 @@ class RequestsTest(unittest.TestCase):
         tree = Tree(Path('/t/linux'), KernelVersion(6, 12), 'debian')
         with self.assertRaisesRegex(ValueError, 'OUT must be absolute'):
             single.Request(tree=tree, arch='x86_64', alloc='slub', topology='x86_64_2n',
-                           seconds=1.0, timeout=60, counted=0, out=Path('out'))
+                           seconds=1.0, timeout=60, counted=0, jobs=1, out=Path('out'))
         with self.assertRaisesRegex(ValueError, 'OUT must be absolute'):
             lava_workflow.Request(tree=tree, cache=Path('/c'), out=Path('out'),
                                   topologies=(), timeout=None, seconds=1.0,

@@ -39,6 +39,21 @@ class Store(unittest.TestCase):
         self.assertEqual(len(again.ok_runs('a')), 1)
         self.assertEqual(again.failed_runs('b')[0].why, 'the guest printed no result')
 
+    def test_counted_boots_pair_by_seed_whatever_ended_first(self) -> None:
+        """Counted boots side by side end in any order: boot k of each side is still
+        read as pair k, and a failed boot retried with its seed takes its place."""
+        s = store.open_store(self.path, KEY)
+        for side, seed, ok in (('b', 1, True), ('a', 0, False), ('a', 1, True),
+                               ('b', 0, True), ('a', 0, True), ('a', 2, True)):
+            s.append(BenchRun(side, ok, 40.0, {'seed': seed, 'counted': {'n': seed}} if ok
+                              else None, '' if ok else 'hung'))
+        again = store.open_store(self.path, KEY)
+        self.assertEqual(again.seeds('a'), {0, 1, 2})
+        self.assertEqual([r['seed'] for r in again.seeded('a', 2)], [0, 1])
+        self.assertEqual([r['seed'] for r in again.seeded('b', 2)], [0, 1])
+        # the first records in file order were seed 1 and 0 on b, 1 and 0 on a
+        self.assertEqual([r['seed'] for r in again.records('b', 2)], [1, 0])
+
     def test_a_half_written_run_is_dropped_not_fatal(self) -> None:
         s = store.open_store(self.path, KEY)
         s.append(BenchRun('a', True, 5.1, record(8e4, 1.4e5)))

@@ -270,6 +270,52 @@ class HonestVerdicts(unittest.TestCase):
         self.assertNotIn('-28.', block)         # no percent of a near-zero base
         self.assertNotIn('inconclusive', text)
 
+    def test_identical_pairs_are_no_change_without_a_test(self) -> None:
+        """Each boot counted what its pair (same seed) did: no change, exactly, whatever
+        the spread from seed to seed. Welch's test on the same figures finds no
+        difference, but cannot tell that its interval is 0: a near-zero figure with
+        this spread reads inconclusive unpaired, and did before pairs were compared."""
+        insns = [6480.0, 6537, 6461, 6502, 6519]
+        rest = ([7010.0, 7090, 6950, 7005, 7060], [0.2, 1.9, 0.1, 0.8, 1.4],
+                [1.1, 3.6, 0.4, 2.2, 2.9])
+        a = counted(insns, *rest)
+        diffs = metrics.compare(a, counted(insns, *rest), 0.05, kind='counted')
+        for d in diffs:
+            self.assertEqual((d.verdict, d.test.name, d.test.p),
+                             ('same', metrics.IDENTICAL, 1.0), d.figure.name)
+            self.assertEqual((d.change_ci.lo, d.change_ci.hi), (0.0, 0.0))
+        self.assertTrue(tables.verdict(diffs).startswith('no change in counts: each '
+                                                         'counted boot counted exactly'))
+        # one pair one instruction apart: a test again, not "no change" by fiat
+        b = counted([6481.0] + insns[1:], *rest)
+        by = {d.figure.name: d for d in metrics.compare(a, b, 0.05, kind='counted')}
+        self.assertEqual(by['insns_pkt_single'].test.name, "Welch's t")
+        self.assertEqual(by['insns_pkt_all'].test.name, metrics.IDENTICAL)
+        self.assertFalse(tables.verdict(list(by.values())).startswith('no change in'))
+        # unpaired, Welch's interval of the near-zero false-shared accesses reaches
+        # past +-1 a packet: inconclusive, where the pairs say no change
+        unpaired = metrics.compare(a, list(reversed(a)), 0.05, kind='counted')
+        self.assertEqual({d.figure.name: d.verdict for d in unpaired}['fcontended_pkt_all'],
+                         'inconclusive')
+
+    def test_a_figure_some_boots_lack_is_named_in_the_verdict(self) -> None:
+        a = counted([6500, 6503, 6497], [6500, 6503, 6497], [0.5, 0.6, 0.4],
+                    [1.0, 1.1, 0.9])
+        b = counted([6500, 6503, 6497], [6500, 6503, 6497], [0.5, 0.6, 0.4],
+                    [1.0, 1.1, 0.9])
+        for r in a + b:
+            figures = r['counted']
+            assert isinstance(figures, dict)
+            if r is not b[1]:
+                figures['remote_pct_all'] = 10.0
+        diffs = metrics.compare(a, b, 0.05, kind='counted')
+        self.assertNotIn('remote_pct_all', [d.figure.name for d in diffs])
+        self.assertEqual(metrics.lost(a, b, 'counted'), ['remote_pct_all'])
+        self.assertEqual(metrics.lost(a, a, 'counted'), [])
+        text = tables.verdict(diffs, metrics.lost(a, b, 'counted'))
+        self.assertTrue(text.endswith(', 1 figure not compared, as some boots lack it '
+                                      '(remote share)'), text)
+
     def test_a_small_significant_change_is_not_a_regression(self) -> None:
         # +0.3% instructions, CV 0.05%: Welch p < 0.001, far below the 3.6% of interest.
         a = counted([6500, 6503, 6497], [6500, 6503, 6497], [0.5, 0.6, 0.4],

@@ -33,6 +33,7 @@ class CompareOptions:
     out: Path
     mde: float = 3.6       # the change of interest, percent
     counted: int = 0       # counted boots a side (QEMU plugin); 0: none
+    jobs: int = 1          # counted boots at once (JOBS)
     runner: interleave.Runner = interleave.run    # the timed runs: here, or a LAVA lab
 
 
@@ -67,7 +68,7 @@ def prepare(tree: Tree, opts: CompareOptions) -> interleave.AbPlan:
 
 def run(tree: Tree, opts: CompareOptions) -> str:
     """Run (or resume) the comparison; write its files; return the table."""
-    plan = counted_runs.with_plugin(prepare(tree, opts), opts.counted)
+    plan = counted_runs.with_plugin(prepare(tree, opts), opts.counted, opts.jobs)
     progress.say(f'{opts.runs} runs a side, {opts.a} and {opts.b} interleaved, on '
                  f'{plan.topology.name} ({plan.topology.about})')
     store = opts.runner(plan)
@@ -86,14 +87,15 @@ def run(tree: Tree, opts: CompareOptions) -> str:
     if counted:
         text += '\n' + counted_runs.report(counted, opts.a, opts.b, opts.alpha)
     every = diffs + (counted.diffs if counted else [])
-    text += f'\nVerdict ({opts.b} against {opts.a}): {tables.verdict(every)}.\n'
+    verdict = tables.verdict(every, counted.lost if counted else ())
+    text += f'\nVerdict ({opts.b} against {opts.a}): {verdict}.\n'
     write_text(opts.out / 'compare.txt', text)
     doc = {'key': store.key, 'runs_per_side': opts.runs, 'alpha': opts.alpha,
            'failed_runs': {opts.a: len(store.failed_runs('a')),
                            opts.b: len(store.failed_runs('b'))},
            'qemu_command': qemu, 'qemu': interleave.qemu_used(plan.topology),
            'results_file': str(store.path),
-           'verdict': tables.verdict(every),
+           'verdict': verdict,
            'figures': tables.to_json(diffs, opts.a, opts.b, opts.alpha),
            'counted': None if not counted else {
                'runs_per_side': counted.runs, 'results_file': str(counted.store.path),

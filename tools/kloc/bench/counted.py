@@ -3,9 +3,10 @@
 
 Both make compare and make review run it after their timed runs, when
 COUNTED= asks for counted boots: the same two guests and initramfs,
-interleaved A B A B ... into counted.jsonl (resumable), then the counted
-figures with Welch's test, and the most contended cache lines of the last
-boot of each side, named from the guest's System.map.
+JOBS boots at once, started A B A B ... by seed, into counted.jsonl
+(resumable), then the counted figures, read by seed, with Welch's test,
+and the most contended cache lines of the last seed's boot of each side,
+named from the guest's System.map.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class CountedResult:
     diffs: list[metrics.Difference]
     store: Store
     attribution: dict[str, str]      # side label -> contended-lines table
+    lost: tuple[str, ...] = ()       # figures some boots lack: not compared (metrics.lost)
 
 
 def setup(binary: Path, out: Path, arch: str) -> tuple[Plugin, Path]:
@@ -43,19 +45,21 @@ def setup(binary: Path, out: Path, arch: str) -> tuple[Plugin, Path]:
     return plugin, initrd
 
 
-def with_plugin(plan: interleave.AbPlan, counted: int) -> interleave.AbPlan:
-    """The plan, with counted boots."""
+def with_plugin(plan: interleave.AbPlan, counted: int, jobs: int = 1) -> interleave.AbPlan:
+    """The plan, with counted boots, jobs of them at once."""
     if counted <= 0:
         return plan
     assert plan.binary is not None
     plugin, initrd = setup(plan.binary, plan.out, plan.topology.arch)
-    return dataclasses.replace(plan, counted=counted, plugin=plugin, counted_initrd=initrd)
+    return dataclasses.replace(plan, counted=counted, plugin=plugin, counted_initrd=initrd,
+                               jobs=jobs)
 
 
-def attribution(store: Store, side: str, g: guest.Guest, top: int = 5) -> str:
-    """The contended lines of the all-CPU phase of the side's last counted boot."""
-    runs = store.ok_runs(side)
-    record = runs[-1].record if runs else None
+def attribution(store: Store, side: str, runs: int, g: guest.Guest, top: int = 5) -> str:
+    """The contended lines of the all-CPU phase of the side's last counted boot: the
+    one of the last seed, whichever ended last."""
+    records = store.seeded(side, runs)
+    record = records[-1] if records else None
     path = (record or {}).get('counts_file')
     if not isinstance(path, str):
         return '(no counted boot)'
@@ -72,11 +76,11 @@ def attribution(store: Store, side: str, g: guest.Guest, top: int = 5) -> str:
 def run(plan: interleave.AbPlan, alpha: float, mde_pct: float) -> CountedResult:
     progress.say(f'counted boots: {plan.counted} a side under the QEMU plugin, interleaved')
     store = interleave.run_counted(plan)
-    diffs = metrics.compare(store.records('a', plan.counted), store.records('b', plan.counted),
-                            alpha, mde_pct / 100, kind='counted')
+    a, b = store.seeded('a', plan.counted), store.seeded('b', plan.counted)
+    diffs = metrics.compare(a, b, alpha, mde_pct / 100, kind='counted')
     sides = (('a', plan.a), ('b', plan.b))
-    lines = {s.label: attribution(store, k, s.guest) for k, s in sides}
-    return CountedResult(plan.counted, diffs, store, lines)
+    lines = {s.label: attribution(store, k, plan.counted, s.guest) for k, s in sides}
+    return CountedResult(plan.counted, diffs, store, lines, tuple(metrics.lost(a, b, 'counted')))
 
 
 def report(result: CountedResult, a: str, b: str, alpha: float,

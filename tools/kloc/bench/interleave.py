@@ -15,11 +15,13 @@ import hashlib
 import shutil
 import subprocess
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from kloc import progress
+from kloc.bench import boots
 from kloc.counting.plugin import PLUGIN_NAME, PLUGIN_VERSION, Plugin
 from kloc.guests import guest
 from kloc.bench.metrics import extract
@@ -54,6 +56,7 @@ class AbPlan:
     plugin: Plugin | None = None
     binary: Path | None = None          # the static selftest both initramfs hold
     counted_initrd: Path | None = None  # its counted run: a fixed count per window
+    jobs: int = 1             # counted boots at once (JOBS); timed runs: one at a time
 
     def counted_key(self) -> dict[str, str]:
         """The counted runs' store key: the timed key, plus the plugin."""
@@ -156,29 +159,84 @@ def run(plan: AbPlan) -> Store:
     if plan.runs < 2:
         raise AbError(f'{plan.runs} runs a side: a comparison needs at least 2 (10 or '
                       'more to be worth reading)')
-    return _interleave(plan, open_store(plan.out / 'runs.jsonl', plan.key), plan.runs, None)
+    return _interleave(plan, open_store(plan.out / 'runs.jsonl', plan.key), plan.runs)
 
 
 def run_counted(plan: AbPlan) -> Store:
-    """The counted boots, interleaved the same way, into counted.jsonl.
+    """The counted boots, into counted.jsonl (resumable): seeds 0 to counted - 1 on each
+    side, JOBS at once (bench/boots.py), started A B A B ... by seed.
 
     Separate boots from the timed ones: the plugin slows the guest, so its
-    packets/s mean nothing, and its counts do not depend on time.
+    packets/s mean nothing, and its counts do not depend on time, nor on what
+    ran beside them. Boot k of each side gets seed k, whichever ends first: a
+    failed boot is retried with its seed, and the figures are read by seed
+    (Store.seeded), so they are what one boot at a time gives.
     """
     if plan.plugin is None or plan.counted < 2 or plan.counted_initrd is None:
         raise AbError(f'{plan.counted} counted runs a side: a comparison needs at least 2')
-    return _interleave(plan, open_store(plan.out / 'counted.jsonl', plan.counted_key()),
-                       plan.counted, plan.plugin)
-
-
-def _interleave(plan: AbPlan, store: Store, runs: int,
-                plugin: Plugin | None) -> Store:
+    plugin, initrd = plan.plugin, plan.counted_initrd
+    store = open_store(plan.out / 'counted.jsonl', plan.counted_key())
     sides = {'a': plan.a, 'b': plan.b}
-    what = 'counted boots' if plugin else 'good runs'
+    have = {s: store.seeds(s) for s in sides}
+    if store.runs:
+        progress.say(f'resuming {store.path}: {len(have["a"])} {plan.a.label} and '
+                     f'{len(have["b"])} {plan.b.label} counted boots already there')
+    consoles = plan.out / 'counted'
+    consoles.mkdir(parents=True, exist_ok=True)
+    total = 2 * plan.counted
+    number = len(store.runs)
+    todo: deque[boots.Boot] = deque()
+
+    def queue(s: str, seed: int) -> None:
+        nonlocal number
+        number += 1
+        side = sides[s]
+        todo.append(boots.Boot(s, seed, side.guest, initrd, plan.topology, plan.timeout,
+                               consoles / f'{number:03d}-{side.label}.log', plugin))
+
+    for k in range(plan.counted):
+        for s in sides:
+            if k not in have[s]:
+                queue(s, k)
+    if todo and plan.jobs > 1:
+        progress.say(f'{len(todo)} counted boots to go, up to {min(plan.jobs, len(todo))} '
+                     'at once (JOBS)')
+    failure: list[AbError] = []
+
+    def done(b: boots.Boot, r: guest.RunResult) -> bool:
+        label = sides[b.side].label
+        store.append(BenchRun(b.side, r.ok, round(r.seconds, 2), r.record, r.why,
+                              '' if r.ok else r.console_tail, str(b.log)))
+        if r.ok:
+            have[b.side].add(b.seed)
+            progress.say(f'counted run {sum(map(len, have.values()))}/{total} {label} '
+                         f'(seed {b.seed}): {r.seconds:.1f} s, {_brief_counted(r.record)}')
+            return True
+        failures = len(store.failed_runs(b.side))
+        progress.say(f'counted boot {label} seed {b.seed}: FAILED ({r.why}); console '
+                     f'tail:\n{r.console_tail}')
+        if failures > plan.max_failures:
+            failure.append(AbError(
+                f'{label}: {failures} failed runs (last: {r.why}); consoles in {consoles}; '
+                f'the {len(store.runs)} runs so far are kept in {store.path} and a rerun '
+                'resumes from them'))
+            return False
+        queue(b.side, b.seed)      # the same seed again
+        return True
+
+    boots.run(todo, plan.jobs, done)
+    if failure:
+        raise failure[0]
+    return store
+
+
+def _interleave(plan: AbPlan, store: Store, runs: int) -> Store:
+    """The timed runs, one at a time: the side behind goes next."""
+    sides = {'a': plan.a, 'b': plan.b}
     if store.runs:
         progress.say(f'resuming {store.path}: {len(store.ok_runs("a"))} {plan.a.label} and '
-                     f'{len(store.ok_runs("b"))} {plan.b.label} {what} already there')
-    consoles = plan.out / ('counted' if plugin else 'consoles')
+                     f'{len(store.ok_runs("b"))} {plan.b.label} good runs already there')
+    consoles = plan.out / 'consoles'
     consoles.mkdir(parents=True, exist_ok=True)
     total = 2 * runs
     while True:
@@ -190,18 +248,13 @@ def _interleave(plan: AbPlan, store: Store, runs: int,
         n = len(store.runs) + 1
         log = consoles / f'{n:03d}-{side.label}.log'
         start = time.monotonic()
-        initrd = plan.counted_initrd if plugin and plan.counted_initrd else side.initrd
-        # Counted: boot k of each side draws the same random numbers (seed k), so the
-        # pair differs by the kernels alone; a failed boot is retried with its seed.
-        r = guest.run(side.guest, initrd, plan.topology, plan.timeout, log, plugin,
-                      have[s] if plugin else None)
+        r = guest.run(side.guest, side.initrd, plan.topology, plan.timeout, log)
         store.append(BenchRun(s, r.ok, round(time.monotonic() - start, 2), r.record, r.why,
                               '' if r.ok else r.console_tail, str(log)))
         done = sum(have.values()) + (1 if r.ok else 0)
         if r.ok:
-            kind = 'counted run' if plugin else 'run'
-            brief = _brief_counted(r.record) if plugin else _brief(r.record)
-            progress.say(f'{kind} {done}/{total} {side.label}: {r.seconds:.1f} s, {brief}')
+            progress.say(f'run {done}/{total} {side.label}: {r.seconds:.1f} s, '
+                         f'{_brief(r.record)}')
             continue
         failures = len(store.failed_runs(s))
         progress.say(f'run {n} {side.label}: FAILED ({r.why}); console tail:\n'

@@ -21,6 +21,7 @@ is near zero (ABSOLUTE_INTEREST) are judged in events a packet, not percent.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -184,7 +185,22 @@ class TestResult:
     b_higher: bool      # whether B tends higher
 
 
+# A counted figure whose every pair is equal: boot k of one side counted exactly what
+# boot k of the other did (seed k), as an A/A review's or a patch's that changes no
+# byte of what boots. No change, exactly, and no test: a paired test has no spread to
+# work on (SciPy's return nan), and Welch's would be asked whether two equal samples
+# differ.
+IDENTICAL = 'identical pairs'
+
+
+def identical(kind: str, xa: list[float], xb: list[float]) -> bool:
+    """Whether a counted figure's pairs (by seed) are all equal."""
+    return kind == 'counted' and len(xa) == len(xb) > 0 and xa == xb
+
+
 def _test(kind: str, xa: list[float], xb: list[float]) -> TestResult:
+    if identical(kind, xa, xb):
+        return TestResult(IDENTICAL, 'no test', 0.0, 1.0, False)
     if kind == 'counted':
         w = stats.welch(xa, xb)
         return TestResult("Welch's t", f'Student t, {w.df:.1f} df', w.t, w.p, w.t > 0)
@@ -279,6 +295,17 @@ def extract_counted(record: dict[str, object]) -> dict[str, float]:
     return {k: _num(v) for k, v in counted.items() if k in COUNTED}
 
 
+def lost(a_records: list[dict[str, object]], b_records: list[dict[str, object]],
+         kind: str = 'timed') -> list[str]:
+    """The figures some boots have and others lack, which compare() leaves out: the
+    verdict must say it rests on fewer figures."""
+    pick = extract_counted if kind == 'counted' else extract
+    values = [pick(r) for r in a_records + b_records]
+    every = set().union(*values) if values else set()
+    return sorted((n for n in every if not all(n in v for v in values)),
+                  key=lambda n: FIGURES.index(n) if n in FIGURES else len(FIGURES))
+
+
 def compare(a_records: list[dict[str, object]], b_records: list[dict[str, object]],
             alpha: float, interest: float = EFFECT_OF_INTEREST,
             kind: str = 'timed') -> list[Difference]:
@@ -289,7 +316,8 @@ def compare(a_records: list[dict[str, object]], b_records: list[dict[str, object
     with no significant difference is 'same' only if the runs could have
     found it (for a count near zero: if the change's interval lies within
     its absolute change of interest).
-    kind: 'timed' (packets/s records) or 'counted' (counted-run records).
+    kind: 'timed' (packets/s records) or 'counted' (counted-run records, paired
+    by seed: a figure whose every pair is equal is 'same', exactly, untested).
     """
     pick = extract_counted if kind == 'counted' else extract
     a_vals = [pick(r) for r in a_records]
@@ -324,7 +352,12 @@ def compare(a_records: list[dict[str, object]], b_records: list[dict[str, object
                                 stats.welch_ci(xa, xb, 1 - alpha), fig.abs_interest,
                                 stats.detectable_change_t(_sd(sa), _sd(sb), len(xa),
                                                           len(xb), alpha, tests=m))
-        verdict = 'detail' if i not in primary else \
+        if test.name == IDENTICAL:     # every pair's difference is 0: so is its interval
+            mde, zero = 0.0, stats.Interval(0.0, 0.0, 1.0)
+            change_ci = zero if sa.median else change_ci
+            absolute = absolute and dataclasses.replace(absolute, change=0.0, ci=zero,
+                                                        detectable=0.0)
+        verdict = 'detail' if i not in primary else 'same' if test.name == IDENTICAL else \
             _judge(test, p_adj < alpha, change, interest, mde, absolute)
         out.append(Difference(fig, sa, sb, change, change_ci, test, p_adj, verdict,
                               100 * mde, 100 * interest, absolute))

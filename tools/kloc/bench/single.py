@@ -1,18 +1,20 @@
 # SPDX-License-Identifier: GPL-2.0
 """make guest: one guest built, the loopback kselftest run in it once, timed, then
 (arm64) the MSI workload once with the ITS traced,
-then COUNTED boots under the counting plugin, each figure printed as it comes."""
+then COUNTED boots under the counting plugin, JOBS at once (bench/boots.py), each
+figure printed as it comes."""
 
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from kloc import progress
 from kloc.atomicfile import write_text
-from kloc.bench import counted as counted_runs
+from kloc.bench import boots, counted as counted_runs
 from kloc.guests import guest, its_boot, msi
 from kloc.its import model
 from kloc.its.figures import Boots, lines as its_lines
@@ -30,6 +32,7 @@ class Request:
     seconds: float          # each kselftest phase's measuring time
     timeout: int            # of the timed boot; a counted one gets more
     counted: int            # counted boots after the timed one
+    jobs: int               # counted boots at once (JOBS); the timed one runs alone
     out: Path               # OUT: the guest's files go to OUT/guest/<name>
     its_remote_ns: float = model.PENALTY_NS     # the ITS latency model's penalty
 
@@ -71,17 +74,28 @@ def run(req: Request, g: guest.Guest, topo: topology.Topology,
     if not req.counted:
         return True
     plugin, initrd = counted_runs.setup(binary, out, req.arch)
-    for k in range(1, req.counted + 1):
-        progress.say(f'{g.name}: counted boot {k}/{req.counted} under the QEMU plugin')
-        c = guest.run(g, initrd, topo, req.timeout, out / f'counted-{k}.log', plugin, k - 1)
+    progress.say(f'{g.name}: {req.counted} counted boots under the QEMU plugin, up to '
+                 f'{min(req.jobs, req.counted)} at once (JOBS)')
+    todo = deque(boots.Boot(g.name, k - 1, g, initrd, topo, req.timeout,
+                            out / f'counted-{k}.log', plugin)
+                 for k in range(1, req.counted + 1))
+    failed: list[str] = []
+
+    def done(b: boots.Boot, c: guest.RunResult) -> bool:
+        k = b.seed + 1
         if not c.ok or c.record is None:
-            emit(f'{g.name}: FAILED COUNTED BOOT: {c.why}\n--- console tail ---\n'
-                 f'{c.console_tail}')
+            failed.append(f'{g.name}: FAILED COUNTED BOOT {k}: {c.why}\n--- console tail '
+                          f'---\n{c.console_tail}')
             return False
         emit(f'{g.name} counted boot {k}: {c.seconds:.1f} s ({c.seconds / r.seconds:.1f}x '
              f'the timed boot); ' + json.dumps(c.record['counted'])
              + f'; counts in {c.record["counts_file"]}')
-    return True
+        return True
+
+    boots.run(todo, req.jobs, done)
+    for text in failed:
+        emit(text)
+    return not failed
 
 
 def _its(req: Request, g: guest.Guest, topo: topology.Topology, out: Path,

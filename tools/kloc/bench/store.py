@@ -52,6 +52,21 @@ class Store:
         """The JSON records of the first limit good runs of a side."""
         return [r.record for r in self.ok_runs(side)[:limit] if r.record is not None]
 
+    def seeds(self, side: str) -> set[int]:
+        """The seeds of a side's good counted boots."""
+        return {seed for r in self.ok_runs(side) if (seed := _seed(r)) is not None}
+
+    def seeded(self, side: str, limit: int) -> list[dict[str, object]]:
+        """The records of a side's good counted boots of seeds 0 to limit - 1, by seed,
+        the first of each: boot k of one side pairs with boot k of the other, in
+        whatever order they ended."""
+        by_seed: dict[int, dict[str, object]] = {}
+        for r in self.ok_runs(side):
+            seed = _seed(r)
+            if seed is not None and 0 <= seed < limit and r.record is not None:
+                by_seed.setdefault(seed, r.record)
+        return [by_seed[k] for k in sorted(by_seed)]
+
     def failed_runs(self, side: str) -> list[BenchRun]:
         return [r for r in self.runs if r.side == side and not r.ok]
 
@@ -80,6 +95,11 @@ class Store:
         finally:
             os.close(fd)
         self.runs.append(run)
+
+
+def _seed(run: BenchRun) -> int | None:
+    seed = (run.record or {}).get('seed')
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
 
 
 def _describe(key: dict[str, str], other: object) -> str:

@@ -40,6 +40,8 @@ def verdict_text(d: Difference, a: str, b: str, alpha: float,
     if d.verdict == 'detail':
         return f'none: {text}'
     ab = d.absolute
+    if d.verdict == 'same' and d.test.name == metrics.IDENTICAL:
+        return 'no change: each boot counted exactly what its pair (its seed) counted'
     if d.verdict == 'same':
         if ab is not None:
             return (f'{text} at alpha = {alpha:g}, and the change\'s interval is '
@@ -65,8 +67,18 @@ def judged(diffs: list[Difference]) -> list[Difference]:
     return [d for d in diffs if d.figure.kind == 'counted'] or diffs
 
 
-def verdict(diffs: list[Difference]) -> str:
-    """What moved, in the judged figures."""
+def verdict(diffs: list[Difference], lost: list[str] | tuple[str, ...] = ()) -> str:
+    """What moved, in the judged figures; lost: the figures some boots lacked, which
+    the verdict does not rest on (metrics.lost), named last."""
+    text = _verdict(diffs)
+    if lost:
+        text += (f', {len(lost)} figure{"s" if len(lost) != 1 else ""} not compared, as '
+                 f'some boots lack {"them" if len(lost) != 1 else "it"} '
+                 f'({", ".join(metrics.describe(n).short for n in lost)})')
+    return text
+
+
+def _verdict(diffs: list[Difference]) -> str:
     rest = judged(diffs)
     more = 'COUNTED' if rest and rest[0].figure.kind == 'counted' else 'RUNS'
     parts = []
@@ -78,6 +90,10 @@ def verdict(diffs: list[Difference]) -> str:
                          f'{rest[0].figure.kind} figures ({", ".join(moved)})')
     unsure = [d.figure.short for d in rest if d.verdict == 'inconclusive']
     small = [d.figure.short for d in rest if d.verdict == 'small']
+    primaries = [d for d in rest if d.figure.primary]
+    if primaries and all(d.test.name == metrics.IDENTICAL for d in primaries):
+        parts.append('no change in counts: each counted boot counted exactly what its '
+                     'pair (the same seed) on the other side did')
     if not parts and small and not unsure:
         parts.append(f'no change of interest in {what}')
     # Significant, but smaller than the change of interest: named before an

@@ -50,9 +50,9 @@ COMMANDS = (
     Command(name='mutants', fn=h.run_mutants, help='each mutant must be caught',
             numbers=('jobs', 'timeout'), qemu=True),
     Command(name='guest', fn=h.guest, help='one guest, the kselftest once',
-            numbers=('seconds', 'timeout', 'counted'), extra=o.guest_opts, qemu=True),
+            numbers=('seconds', 'timeout', 'counted', 'jobs'), extra=o.guest_opts, qemu=True),
     Command(name='compare', fn=h.run_compare, help='SLUB against SLAB guests, interleaved',
-            numbers=('runs', 'seconds', 'alpha', 'mde', 'counted', 'timeout'),
+            numbers=('runs', 'seconds', 'alpha', 'mde', 'counted', 'jobs', 'timeout'),
             extra=o.compare, qemu=True),
     # patches are posted against mainline: review takes the newest kernel
     Command(name='review', fn=h.review, help='a patched kernel against its base',

@@ -138,7 +138,8 @@ def guest(args: argparse.Namespace) -> int:
     req = single.Request(tree=_tree(args), arch=args.arch, alloc=args.alloc,
                          topology=args.topology or compare.default_topology(args.arch),
                          seconds=args.seconds, its_remote_ns=check_penalty(args.its_remote_ns),
-                         timeout=args.timeout, counted=args.counted, out=_out_dir(args))
+                         timeout=args.timeout, counted=args.counted, jobs=args.jobs,
+                         out=_out_dir(args))
     g, topo = single.check(req)
     _out(args)
     return 0 if single.run(req, g, topo) else 1
@@ -164,7 +165,7 @@ def run_compare(args: argparse.Namespace) -> int:
         arch=args.arch, topology=args.topology or compare.default_topology(args.arch),
         a=args.a, b=args.b, runs=args.runs, seconds=args.seconds, alpha=args.alpha,
         timeout=args.timeout, out=out, mde=args.mde, counted=args.counted,
-        runner=_lab(args))
+        jobs=args.jobs, runner=_lab(args))
     compare.check(t, opts)
     _out(args)
     print(compare.run(t, opts), end='')

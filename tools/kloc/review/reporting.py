@@ -32,9 +32,9 @@ def _wrap_command(cmd: list[str], images: dict[str, str]) -> list[str]:
 
 
 def overall(diffs: list[Difference], changes: int, bench: bool = True,
-            kunit: bool = True) -> str:
+            kunit: bool = True, lost: tuple[str, ...] = ()) -> str:
     """The verdict: the figures' (tables.verdict), then the KUnit status changes."""
-    parts = [tables.verdict(diffs)] if bench else []
+    parts = [tables.verdict(diffs, lost)] if bench else []
     parts.append(f'{changes} KUnit status change{"s" if changes != 1 else ""}' if kunit
                  else 'KUnit not run')
     return ', '.join(parts)
@@ -66,7 +66,7 @@ def render(o: ReviewOutcome, opts: ReviewOptions) -> str:
     # First what a maintainer acts on: the verdict, the figures that carry it,
     # KUnit's status changes, the contended lines where a cache figure moved.
     verdict = overall(all_diffs(o), len(o.kunit_changes), opts.bench,
-                      opts.kunit and not opts.aa)
+                      opts.kunit and not opts.aa, lost(o))
     lines += [f'Verdict: {verdict}{its_verdict(o)}.'] + _carrying(o) + ['']
     if opts.kunit and not opts.aa:
         lines += _status_changes(o) + ['']
@@ -221,6 +221,11 @@ def title(o: ReviewOutcome, opts: ReviewOptions) -> str:
     return f'review: {subject[:53]}'
 
 
+def lost(o: ReviewOutcome) -> tuple[str, ...]:
+    """The counted figures some boots lacked (metrics.lost)."""
+    return o.counted.lost if o.counted else ()
+
+
 def all_diffs(o: ReviewOutcome) -> list[Difference]:
     """The timed figures, then the counted ones."""
     return o.diffs + (o.counted.diffs if o.counted else [])
@@ -265,6 +270,6 @@ def to_json(o: ReviewOutcome, opts: ReviewOptions,
                                else {'failed': f} for side, f in sides.items()}
                            for t, sides in o.its.items()}},
         'verdict': overall(all_diffs(o), len(o.kunit_changes), opts.bench,
-                           opts.kunit and not opts.aa) + its_verdict(o),
+                           opts.kunit and not opts.aa, lost(o)) + its_verdict(o),
         'kcidb': kcidb.submission(o, opts, run_id or new_run_id()),
     }

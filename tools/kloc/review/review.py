@@ -275,7 +275,7 @@ def _bench(base: Tree, patched: Tree, patch: PatchInfo | None, opts: ReviewOptio
                               {'base': f'{base.path} {base.version}',
                                'patch': patch.sha256 if patch and not opts.aa else 'A/A',
                                'series': series_hash()[:16]}, ('config_base', 'config_patched'))
-    plan = counted_runs.with_plugin(plan, opts.counted)
+    plan = counted_runs.with_plugin(plan, opts.counted, opts.jobs)
     outcome.key = plan.key
     progress.say(f'loopback A/B: {opts.runs} runs a side on {topo.name}, interleaved')
     store = opts.runner(plan)
