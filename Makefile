@@ -127,6 +127,7 @@ compare: deps
 review: deps
 	@$(KLOC) review $(TREE) $(call opt,--patch,$(PATCH)) $(call opt,--aa,$(AA)) \
 		$(call opt,--review-package,$(REVIEW_PACKAGE)) $(call opt,--bench,$(BENCH)) \
+		$(call opt,--timed,$(TIMED)) \
 		$(call opt,--topologies,$(TOPOLOGIES)) $(call opt,--bench-topology,$(TOPOLOGY)) \
 		$(call opt,--arch,$(ARCH)) $(call opt,--its,$(ITS)) \
 		$(call opt,--its-remote-ns,$(ITS_REMOTE_NS)) \

@@ -17,11 +17,12 @@ import unittest
 from pathlib import Path
 
 from kloc import procs
-from kloc.bench import counted as counted_runs, metrics, plot, tables
+from kloc.bench import counted as counted_runs, interleave, metrics, plot, tables
 from kloc.bench.store import open_store
 from kloc.guests import guest
 from kloc.kcidb import schema as kcidb_schema
-from kloc.review import copies, patch_input, reporting, review
+from kloc.pages import html as pages_html
+from kloc.review import copies, patch_input, reporting, review, workflow
 from kloc.review.errors import ReviewError
 from kloc.review.patched import patched_tree
 from kloc.series import changes, planning
@@ -572,6 +573,43 @@ class MailOrder(unittest.TestCase):
         self.assertTrue(all(len(line) <= reporting.WIDTH for line in lines), text)
         self.assertLess(details, text.splitlines().index('Most contended cache lines, one '
                                                          'thread per CPU, last counted boot'))
+
+
+class NoTimedRuns(unittest.TestCase):
+    """Issue 48, item 3: timed runs are not judged where counted boots are, so a review
+    boots them only where asked (TIMED=1), where no counted boots are, or for a lab."""
+
+    def test_when_a_review_times(self) -> None:
+        lab: interleave.Runner = lambda plan: interleave.run(plan)   # noqa: E731
+        self.assertFalse(workflow.timed_runs(False, 5, interleave.run))
+        self.assertTrue(workflow.timed_runs(True, 5, interleave.run))
+        self.assertTrue(workflow.timed_runs(False, 0, interleave.run))
+        self.assertTrue(workflow.timed_runs(False, 5, lab))
+
+    def test_the_report_says_none_were_booted(self) -> None:
+        counted = metrics.compare(NOOP_A, NOOP_B, 0.05, kind='counted')
+        base = Tree(Path('/t/linux-6.12/src'), debian_tree('6.12').version, 'debian')
+        with tempfile.TemporaryDirectory() as tmp:
+            store = open_store(Path(tmp) / 'counted.jsonl', {'test': 'untimed'})
+            o = review.ReviewOutcome(base, base, patch_input.load(NOOP),
+                                     counted=counted_runs.CountedResult(
+                                         3, counted, store, {'base': 'T1', 'patched': 'T2'}))
+            opts = review.ReviewOptions(('arm64_2n_its1',), 'x86_64_2n', 10, 1.0, 0.05, 60, 2,
+                                        Path(tmp), kunit=False, counted=3, timed=False)
+            text = reporting.render(o, opts)
+            doc = reporting.to_json(o, opts)
+        self.assertIn('Verdict: no significant difference in counts, KUnit not run.', text)
+        self.assertNotIn('shown, not judged', text)
+        self.assertIn('  timed runs: none (the counted boots judge', text)
+        self.assertNotIn('Mann-Whitney', text)
+        self.assertTrue(all(len(line) <= reporting.WIDTH for line in text.splitlines()))
+        loop = doc['loopback']
+        assert isinstance(loop, dict)
+        self.assertEqual((loop['runs_per_side'], loop['figures']), (0, []))
+        self.assertTrue(str(loop['timed']).startswith('not run: '))
+        page = pages_html.render_review(doc, None)
+        self.assertIn('id="loopback-untimed"', page)
+        self.assertNotIn('Timed: 0 runs', page)
 
 
 class HonestVerdicts(unittest.TestCase):

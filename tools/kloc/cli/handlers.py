@@ -184,6 +184,7 @@ def review(args: argparse.Namespace) -> int:
         seconds=args.seconds, alpha=args.alpha, timeout=args.timeout, jobs=args.jobs,
         mde=args.mde, counted=args.counted, kunit=not args.no_kunit, bench=args.bench,
         force=args.force, review_package=args.review_package, runner=_lab(args),
+        timed=args.timed,
         arch=args.arch, its=args.its, its_remote_ns=check_penalty(args.its_remote_ns))
     prepared = review_workflow.check(req)
     _out(args)

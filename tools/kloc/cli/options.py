@@ -144,6 +144,9 @@ def review(sp: argparse.ArgumentParser) -> None:
              'built or booted', default='1')
     _boolean(sp, 'review-package', 'REVIEW_PACKAGE', 'review a patch that changes the '
              'package\'s tests or hooks, or KUnit (the report says so first)')
+    _boolean(sp, 'timed', 'TIMED', 'boot the timed runs (RUNS a side) beside the counted '
+             'boots, shown and not judged; without it they run only where no counted boots '
+             'are (COUNTED=0) or for a LAVA lab')
     sp.add_argument('--arch', default='', choices=('',) + tuple(sorted(arches.ARCHES)),
                     help='arm64: the ITS interrupt path as well (make: ARCH=)')
     sp.add_argument('--its', default='', type=_auto_boolean('ITS'), metavar='1|0',

@@ -311,6 +311,9 @@ def render_review(doc: dict[str, Any], svg: Path | None) -> str:
     if loop.get('skipped'):
         body.append(f'<p id="loopback-skipped">Loopback benchmark: not run: '
                     f'{e(loop["skipped"])}</p>')
+    elif loop and not loop.get('runs_per_side'):
+        body.append(f'<p id="loopback-untimed">Timed runs: {e(loop.get("timed", "none"))}'
+                    '</p>')
     elif loop:
         body.append(f'<h2>Timed: {e(loop.get("runs_per_side"))} runs a side (shown)</h2>')
         body += _figures(loop.get('figures', []), 'base', 'patched', 'review-timed')

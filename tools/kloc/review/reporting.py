@@ -14,7 +14,7 @@ from kloc.its.model import SEED_RATES, SEED_REQUEST_MS, Implied
 from kloc.kcidb.record import new_run_id
 from kloc.qemu import topology
 from kloc.review import kcidb
-from kloc.review.review import ALLOCATOR, ReviewOptions, ReviewOutcome
+from kloc.review.review import ALLOCATOR, NO_TIMED, ReviewOptions, ReviewOutcome
 
 WIDTH = 72
 REVIEW_WORDS = kcidb.WORDS     # a better, a worse patched figure; the KCIDB record's too
@@ -191,12 +191,16 @@ def _bench_lines(o: ReviewOutcome, opts: ReviewOptions, attribution: bool = True
         ALLOCATOR, topology.get(opts.bench_topology).arch))
     lines = ['Loopback benchmark: selftests/lo_counters in a guest',
              f'  config: tinyconfig + {frags}',
-             f'  topology: {opts.bench_topology}',
-             f'  {opts.runs} runs a side, base and patched interleaved, on '
-             f'{o.key.get("runner", "this machine")};',
-             f'  failed runs (not counted): {o.failed_runs.get("base", 0)} base, '
-             f'{o.failed_runs.get("patched", 0)} patched',
-             '  QEMU (each run boots a fresh guest):']
+             f'  topology: {opts.bench_topology}']
+    if opts.timed:
+        lines += [f'  {opts.runs} timed runs a side, base and patched interleaved, on '
+                  f'{o.key.get("runner", "this machine")};',
+                  f'  failed runs (not counted): {o.failed_runs.get("base", 0)} base, '
+                  f'{o.failed_runs.get("patched", 0)} patched']
+    else:
+        lines += textwrap.wrap(f'timed runs: none ({NO_TIMED})', WIDTH - 2,
+                               initial_indent='  ', subsequent_indent='    ')
+    lines += ['  QEMU (each run boots a fresh guest):']
     if o.qemu:
         lines += [f'  {o.qemu.get("version", "")}', f'  {o.qemu.get("binary", "")}']
     images = {}
@@ -206,9 +210,9 @@ def _bench_lines(o: ReviewOutcome, opts: ReviewOptions, attribution: bool = True
         elif w.endswith('initramfs.gz'):
             images[w] = '<initramfs>'
     lines += _wrap_command(o.qemu_command, images)
-    lines.append('')
-    lines += tables.render(o.diffs, 'base', 'patched', opts.alpha,
-                           REVIEW_WORDS).splitlines()
+    if opts.timed:
+        lines += [''] + tables.render(o.diffs, 'base', 'patched', opts.alpha,
+                                      REVIEW_WORDS).splitlines()
     if o.counted:
         lines += [''] + counted_runs.report(o.counted, 'base', 'patched', opts.alpha,
                                             attribution).splitlines()
@@ -237,7 +241,8 @@ def _loopback_json(o: ReviewOutcome, opts: ReviewOptions) -> dict[str, object] |
         return {'skipped': o.bench_skipped}
     if not opts.bench:
         return None
-    return {'topology': opts.bench_topology, 'runs_per_side': opts.runs,
+    return {'topology': opts.bench_topology, 'runs_per_side': opts.runs if opts.timed else 0,
+            'timed': 'run' if opts.timed else f'not run: {NO_TIMED}',
             'failed_runs': o.failed_runs, 'qemu_command': o.qemu_command, 'qemu': o.qemu,
             'key': o.key, 'figures': tables.to_json(o.diffs, 'base', 'patched', opts.alpha)}
 

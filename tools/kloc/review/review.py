@@ -39,6 +39,7 @@ from kloc.trees.sources import Tree
 
 
 ALLOCATOR = 'slub'   # the loopback A/B runs in SLUB guests
+NO_TIMED = 'the counted boots judge, and timed ones are not judged; TIMED=1 boots them too'
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,9 @@ class ReviewOptions:
     mde: float = 3.6                # the change of interest, percent
     counted: int = 0                # counted boots a side (QEMU plugin); 0: none
     runner: interleave.Runner = interleave.run  # the timed runs: here, or a LAVA lab
+    # The timed runs: not judged where counted boots are, so booted only where none
+    # are (COUNTED=0), for a LAVA lab, or with TIMED=1 (workflow.check)
+    timed: bool = True
     # REVIEW_PACKAGE=1: review a patch that changes what judges it (integrity.py)
     review_package: bool = False
     # The MSI workload in arm64 guests, its_boots a side on each (its_boot.py): for a
@@ -277,15 +281,19 @@ def _bench(base: Tree, patched: Tree, patch: PatchInfo | None, opts: ReviewOptio
                                'series': series_hash()[:16]}, ('config_base', 'config_patched'))
     plan = counted_runs.with_plugin(plan, opts.counted, opts.jobs)
     outcome.key = plan.key
-    progress.say(f'loopback A/B: {opts.runs} runs a side on {topo.name}, interleaved')
-    store = opts.runner(plan)
-    outcome.key = store.key
-    outcome.diffs = metrics.compare(store.records('a', opts.runs),
-                                    store.records('b', opts.runs), opts.alpha,
-                                    opts.mde / 100)
+    if opts.timed:
+        progress.say(f'loopback A/B: {opts.runs} timed runs a side on {topo.name}, '
+                     'interleaved')
+        store = opts.runner(plan)
+        outcome.key = store.key
+        outcome.diffs = metrics.compare(store.records('a', opts.runs),
+                                        store.records('b', opts.runs), opts.alpha,
+                                        opts.mde / 100)
+        outcome.failed_runs = {'base': len(store.failed_runs('a')),
+                               'patched': len(store.failed_runs('b'))}
+    else:
+        progress.say(f'loopback A/B: no timed runs ({NO_TIMED})')
     if plan.counted:
         outcome.counted = counted_runs.run(plan, opts.alpha, opts.mde)
-    outcome.failed_runs = {'base': len(store.failed_runs('a')),
-                           'patched': len(store.failed_runs('b'))}
     outcome.qemu_command = guest.qemu_command(ga, plan.a.initrd, topo)
     outcome.qemu = interleave.qemu_used(topo)

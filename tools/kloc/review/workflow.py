@@ -43,6 +43,7 @@ class Request:
     force: bool
     review_package: bool
     runner: interleave.Runner = interleave.run
+    timed: bool = False             # TIMED=1: timed runs beside the counted boots
     arch: str = ''                  # ARCH=arm64: the ITS interrupt path as well
     its: bool | str = ''            # ITS=1 or 0: boot the MSI workload or not; '': auto
     its_remote_ns: float = model.PENALTY_NS     # ITS_REMOTE_NS=
@@ -75,6 +76,13 @@ def check_what(patch: Path | None, aa: bool, bench: bool, kunit: bool,
         patch_input.load(patch)     # a directory, a FIFO, no patch: refused here
 
 
+def timed_runs(timed: bool, counted: int, runner: interleave.Runner) -> bool:
+    """Whether a review boots timed runs: with TIMED=1, where no counted boots are
+    (COUNTED=0: the timed runs judge), and for a LAVA lab (whose boots are timed
+    ones); not beside counted boots, which judge."""
+    return timed or not counted or runner is not interleave.run
+
+
 def check(req: Request) -> Prepared:
     """Every refusal, before anything is built or written: the combination of
     options, the patch as posted against the base, counted boots on this QEMU."""
@@ -90,6 +98,7 @@ def check(req: Request) -> Prepared:
         out=req.out / 'review' / name, kunit=req.kunit, bench=req.bench,
         aa=patch is None, force=req.force, mde=req.mde, counted=req.counted,
         runner=req.runner, review_package=req.review_package,
+        timed=timed_runs(req.timed, req.counted, req.runner),
         its_topologies=review.its_topologies(patch, req.arch, req.its, req.topologies),
         its_penalty_ns=req.its_remote_ns)
     if req.bench and req.counted:
