@@ -37,7 +37,7 @@
 #define KLOC_QEMU_HEADER "unknown"
 #endif
 
-#define KLOC_COUNT_VERSION "3.0"
+#define KLOC_COUNT_VERSION "3.1"
 #define MIN_PAGE 4096U		/* an access's two halves are looked up apart */
 
 #ifdef KLOC_TEST
@@ -157,8 +157,11 @@ static void find_current_cpu(void)
 		qemu_get_cpu_fn = (void *(*)(int))get;
 		return;
 	}
-	if (nvcpus > 1)
-		plugin_err("this QEMU exports no %s: with vCPUs sharing a thread the per-vCPU figures are refused, not guessed",
+	if (nvcpus > 1 && api_cur < 4)
+		plugin_err("this QEMU exports no %s: the per-vCPU figures use the index QEMU passes each callback, which before plugin API 4 (QEMU 10.0) is the running vCPU's",
+			   get ? "current_cpu" : "qemu_get_cpu");
+	else if (nvcpus > 1)
+		plugin_err("this QEMU exports no %s: where vCPUs share a thread (icount, thread=single) the per-vCPU figures are refused, not guessed",
 			   get ? "current_cpu" : "qemu_get_cpu");
 }
 
@@ -182,8 +185,32 @@ static uint64_t check_blocks, check_agree, check_disagree, check_unmapped,
 static uint64_t percpu_base[MAX_VCPUS];
 static int base_regs_state;	/* atomic; 0: not looked for, 1: found, -1: none */
 static struct qemu_plugin_register *base_regs[2];
-static __thread GByteArray *reg_buf;
+/*
+ * Made at load, freed at exit: reg_bufs[i] is used by the thread running vCPU i,
+ * percpu_buf under check_lock. No buffer is made or freed in a callback.
+ */
+static GByteArray *reg_bufs[MAX_VCPUS];
+static GByteArray *percpu_buf;
 static pthread_mutex_t check_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void check_bufs_new(void)
+{
+	for (int i = 0; i < nvcpus; i++)
+		reg_bufs[i] = g_byte_array_sized_new(64);
+	percpu_buf = g_byte_array_sized_new(8 * (guint)nvcpus);
+}
+
+static void check_bufs_free(void)
+{
+	for (int i = 0; i < MAX_VCPUS; i++) {
+		if (reg_bufs[i])
+			g_byte_array_free(reg_bufs[i], TRUE);
+		reg_bufs[i] = NULL;
+	}
+	if (percpu_buf)
+		g_byte_array_free(percpu_buf, TRUE);
+	percpu_buf = NULL;
+}
 
 /* The registers that hold the guest's per-CPU base: x86_64 two, arm64 one. */
 static bool find_base_regs(void)
@@ -221,35 +248,42 @@ static bool find_base_regs(void)
 	return base_regs[0];
 }
 
-static bool read_u64_reg(struct qemu_plugin_register *reg, uint64_t *val)
+/* A register of the running vCPU @vi, through its buffer. */
+static bool read_u64_reg(unsigned int vi, struct qemu_plugin_register *reg, uint64_t *val)
 {
-	if (!reg_buf)
-		reg_buf = g_byte_array_sized_new(64);
-	g_byte_array_set_size(reg_buf, 0);
-	if (qemu_plugin_read_register(reg, reg_buf) != 8 || reg_buf->len != 8)
+	GByteArray *buf = reg_bufs[vi];
+
+	g_byte_array_set_size(buf, 0);
+	if (qemu_plugin_read_register(reg, buf) != 8 || buf->len != 8)
 		return false;
-	memcpy(val, reg_buf->data, 8);	/* the guest's byte order: little-endian */
+	memcpy(val, buf->data, 8);	/* the guest's byte order: little-endian */
 	return true;
 }
 
-/* __per_cpu_offset[], once the running vCPU's page tables map it. */
+/*
+ * __per_cpu_offset[], once the running vCPU's page tables map it: read and
+ * published once, under check_lock. percpu_base is written only before
+ * percpu_read is set, and read (unlocked, by vcpu_of_base()) only after.
+ */
 static bool read_percpu(void)
 {
-	GByteArray *b;
 	bool ok;
 
 	if (__atomic_load_n(&percpu_read, __ATOMIC_ACQUIRE))
 		return true;
-	b = g_byte_array_sized_new(8 * (guint)nvcpus);
-	ok = qemu_plugin_read_memory_vaddr(cfg.percpu_addr, b, 8 * (size_t)nvcpus) &&
-	     b->len == 8 * (guint)nvcpus;
-	if (ok) {
-		pthread_mutex_lock(&check_lock);
-		memcpy(percpu_base, b->data, 8 * (size_t)nvcpus);
-		__atomic_store_n(&percpu_read, true, __ATOMIC_RELEASE);
-		pthread_mutex_unlock(&check_lock);
+	pthread_mutex_lock(&check_lock);
+	ok = __atomic_load_n(&percpu_read, __ATOMIC_RELAXED);
+	if (!ok) {
+		g_byte_array_set_size(percpu_buf, 0);
+		ok = qemu_plugin_read_memory_vaddr(cfg.percpu_addr, percpu_buf,
+						   8 * (size_t)nvcpus) &&
+		     percpu_buf->len == 8 * (guint)nvcpus;
+		if (ok) {
+			memcpy(percpu_base, percpu_buf->data, 8 * (size_t)nvcpus);
+			__atomic_store_n(&percpu_read, true, __ATOMIC_RELEASE);
+		}
 	}
-	g_byte_array_free(b, TRUE);
+	pthread_mutex_unlock(&check_lock);
 	return ok;
 }
 
@@ -280,7 +314,7 @@ static void tb_check(unsigned int vcpu_index, void *udata)
 	for (int k = 0; k < 2 && base_regs[k]; k++) {
 		int i;
 
-		if (!read_u64_reg(base_regs[k], &base))
+		if (!read_u64_reg(vi, base_regs[k], &base))
 			continue;
 		i = vcpu_of_base(base);
 		if (i < 0)
@@ -297,6 +331,14 @@ static void tb_check(unsigned int vcpu_index, void *udata)
 {
 	(void)vcpu_index;
 	(void)udata;
+}
+
+static void check_bufs_new(void)
+{
+}
+
+static void check_bufs_free(void)
+{
 }
 
 #endif /* KLOC_REGCHECK */
@@ -826,6 +868,7 @@ static void free_all(void)
 	vcpus = NULL;
 	g_free(cfg.out_path);
 	cfg.out_path = NULL;
+	check_bufs_free();
 	api_free();
 }
 
@@ -836,7 +879,10 @@ static void at_exit(qemu_plugin_id_t id, void *udata)
 
 	(void)id;
 	(void)udata;
-	if (!strcmp(index_source(), "none"))
+	if (!strcmp(index_source(), "none") && !qemu_get_cpu_fn)
+		plugin_err("%d vCPUs in one thread, and this QEMU exports no current_cpu or qemu_get_cpu: totals are exact, the split by vCPU is refused",
+			   nvcpus);
+	else if (!strcmp(index_source(), "none"))
 		plugin_err("%d vCPUs in one thread, and QEMU's running vCPU not found in %" PRIu64
 			   " callbacks: totals are exact, the split by vCPU is refused",
 			   nvcpus, index_unresolved);
@@ -1109,7 +1155,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
 	if (api_cur != QEMU_PLUGIN_VERSION || api_min > QEMU_PLUGIN_VERSION) {
 		plugin_err("built against QEMU plugin API %d (qemu-plugin.h of QEMU %s), but "
 			   "this QEMU offers API %d..%d: rebuild the plugin against this "
-			   "QEMU's own header (tools/qemu-plugin/get-header.sh, then make -C "
+			   "QEMU's own header (make deps fetches it: kloc qemu-header; then make -C "
 			   "tools/qemu-plugin)", QEMU_PLUGIN_VERSION, KLOC_QEMU_HEADER,
 			   api_min, api_cur);
 		return -1;
@@ -1144,6 +1190,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
 		}
 	}
 	vcpus = g_malloc0(sizeof(*vcpus) * (size_t)nvcpus);
+	check_bufs_new();
 	if (cfg.count_all) {	/* one window, phase 0, from here to exit */
 		windows[0] = 1;
 		active_phase = 0;

@@ -26,7 +26,7 @@ from kloc.counting.plugin import PLUGIN_DIR, header_dir
 from kloc.paths import cache_dir
 from kloc.qemu import release
 
-from .helpers import one_file_plugin
+from .helpers import but_version, one_file_plugin
 
 TOPOLOGY = '''vcpus 4
 arg node=0:0x0-0xffffff
@@ -450,6 +450,28 @@ class _Model(unittest.TestCase):
         self.assertEqual((arm.registers, arm.disagree, arm.agree), (('TPIDR_EL1',), 0, 4 * N + 1))
         self.assertIsNone(self.run_script(body).vcpu_index.check)
 
+    def test_register_check_threads_under_tsan(self) -> None:
+        """Every vCPU in a thread of its own, the register check on, built with
+        ThreadSanitizer (issue 48, item 8): the vCPUs' first blocks of the window
+        read __per_cpu_offset[] at once. A thread that found the table unread must
+        not copy it again once another has published it, while a third looks bases
+        up in it: kloc-count 3.0 did (a data race TSan reported). Every block
+        agrees."""
+        if self.QEMU != '10.0':
+            self.skipTest('the register API is plugin API 2 on, memory reads API 4')
+        head = TOPOLOGY + 'arg percpu=0xffffffff82a00000\n'
+        n = 200
+        body = ('threads\nstart 0 3\nsync\n' + f'repeat {n}\n' +
+                ''.join(f'rmw {v} {0x1000 + 64 * v:#x} 8\n' for v in range(4)) +
+                'done\nsync\nend 0 3\n')
+        for _ in range(3):       # the race needs two threads to find the table unread
+            ix = self.run_script(body, head, tsan=True).vcpu_index
+            assert ix.check is not None
+            self.assertEqual((ix.check.disagree, ix.check.unmapped, ix.check.pending),
+                             (0, 0, 0))
+            self.assertEqual(ix.check.agree, ix.check.blocks)
+            self.assertGreaterEqual(ix.check.agree, 4 * n)
+
     def stale_owner(self, start: int) -> Phase:
         """vCPU 0 stores a line in a window; the epoch is set to start; three
         windows later vCPU 2 loads the line."""
@@ -536,8 +558,8 @@ class OneFile10(_Model):
         r = subprocess.run([str(self.one_file), str(script), str(out)], capture_output=True,
                            text=True, timeout=600)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(json.loads((tmp / f'{self.id()}.json').read_text()),
-                         json.loads(out.read_text()))
+        self.assertEqual(but_version(json.loads((tmp / f'{self.id()}.json').read_text())),
+                         but_version(json.loads(out.read_text())))
         return counts
 
 
