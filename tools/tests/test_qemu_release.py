@@ -67,9 +67,16 @@ class RealReleaseTest(unittest.TestCase):
                              capture_output=True, text=True, check=True).stdout.strip()
         self.assertEqual(out, str(r.bin_dir / 'qemu-system-aarch64'))
         env[release.OFF] = '1'
-        out = subprocess.run(['/usr/bin/python3', '-c', code], cwd=tools, env=env,
-                             capture_output=True, text=True, check=True).stdout.strip()
-        self.assertNotIn(str(r.root), out)
+        ran = subprocess.run(['/usr/bin/python3', '-c', code], cwd=tools, env=env,
+                             capture_output=True, text=True, check=True)
+        self.assertNotIn(str(r.root), ran.stdout.strip())
+        self.assertIn(f"{release.OFF}=1: running on the system's QEMU", ran.stderr)
+        # Issue 48, item 9: make deps asks for the system's header under OFF=1 before
+        # every target; a command that runs no QEMU does not say which QEMU runs.
+        quiet = code.replace('release.use(cache_dir())', 'release.use(cache_dir(), runs=False)')
+        ran = subprocess.run(['/usr/bin/python3', '-c', quiet], cwd=tools, env=env,
+                             capture_output=True, text=True, check=True)
+        self.assertNotIn('running on the system', ran.stderr)
 
     def test_results_name_the_qemu_that_ran(self) -> None:
         """Issue 37: compare.json and review.json record the QEMU PATH found, by path and

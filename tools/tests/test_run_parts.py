@@ -7,12 +7,14 @@ commands that finish at once: one that succeeds, one that is refused (RUNS=1).""
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import unittest
+import unittest.mock
 from pathlib import Path
 
 from kloc.run import main, parts
-from kloc.trees import kernels
+from kloc.trees import buildstamp, kernels
 
 WHERE = parts.Where(kernel='6.12', kdir='', jobs=2, timeout=None, topologies=())
 
@@ -37,15 +39,31 @@ class Plan(unittest.TestCase):
 
 
 class Rebuilt(unittest.TestCase):
-    def test_a_build_dir_is_named_once(self) -> None:
-        """An x86_64 guest's image is at arch/x86/boot and arch/x86_64/boot: one entry."""
-        g = 'mutants/linux-6.12.118/guest-x86_64-slub/arch/{}/boot/bzImage'
-        k = 'trees/linux-6.12/build-arm64/arch/arm64/boot/Image'
-        before = {g.format('x86'): 1.0, g.format('x86_64'): 1.0, k: 5.0}
-        after = {g.format('x86'): 2.0, g.format('x86_64'): 2.0, k: 5.0}
-        self.assertEqual(main.rebuilt(before, after),
-                         ('linux-6.12.118 guest-x86_64-slub',))
-        self.assertEqual(main.rebuilt(after, after), ())
+    def test_a_part_is_credited_with_its_own_builds(self) -> None:
+        """Issue 48, item 9: what a part built is what its own commands recorded
+        (buildstamp.BUILT_LOG), once a build dir, not every image of the cache that
+        changed while it ran (a review's copy, a KDIR copy other commands built)."""
+        with tempfile.TemporaryDirectory() as d:
+            cache, log = Path(d) / 'cache', Path(d) / 'part.built'
+
+            def build(rel: str, own: bool) -> None:
+                image = cache / rel
+                image.parent.mkdir(parents=True, exist_ok=True)
+                image.write_bytes(b'image')
+                with unittest.mock.patch.dict(os.environ):
+                    os.environ.pop(buildstamp.BUILT_LOG, None)
+                    if own:
+                        os.environ[buildstamp.BUILT_LOG] = str(log)
+                    buildstamp.record(image.parents[3], 'tree', ['in'], image)
+            build('mutants/linux-6.12.118/guest-x86_64-slub/arch/x86/boot/bzImage', True)
+            build('trees/linux-6.12/build-arm64/arch/arm64/boot/Image', True)
+            build('trees/linux-6.12/build-arm64/arch/arm64/boot/Image', True)
+            build('review/linux-7.2-abc/guest-x86_64-slub/arch/x86/boot/bzImage', False)
+            with log.open('a') as f:        # not an image of the cache
+                f.write('/elsewhere/trees/x/y/arch/arm64/boot/Image\n')
+            self.assertEqual(buildstamp.built(log, cache),
+                             ('linux-6.12 build-arm64', 'linux-6.12.118 guest-x86_64-slub'))
+            self.assertEqual(buildstamp.built(Path(d) / 'none.built', cache), ())
 
 
 class Orchestration(unittest.TestCase):

@@ -93,6 +93,31 @@ class TopologyTest(unittest.TestCase):
                 mock.patch.object(topology, 'kvm_possible', return_value=False):
             self.assertEqual(topology.accel_args('x86_64'), ['-accel', 'tcg,thread=multi'])
 
+    def test_no_probe_where_the_cpu_has_no_virtualization(self) -> None:
+        """Issue 48, item 9: a /dev/kvm on a CPU without vmx or svm cannot run a guest;
+        kloc does not spend the probe's 60 s finding that out. This machine's own
+        cpuinfo is read too: the answer must match its flags."""
+        with tempfile.TemporaryDirectory() as d:
+            info = Path(d) / 'cpuinfo'
+            info.write_text('processor\t: 0\nflags\t\t: fpu sse2 hypervisor avx2\n')
+            self.assertFalse(topology.virtualization_flags(info))
+            info.write_text('processor\t: 0\nflags\t\t: fpu vmx sse2\n')
+            self.assertTrue(topology.virtualization_flags(info))
+            info.write_text('flags\t\t: fpu svm\n')
+            self.assertTrue(topology.virtualization_flags(info))
+            self.assertTrue(topology.virtualization_flags(Path(d) / 'none'))
+            with mock.patch('platform.machine', return_value='x86_64'), \
+                    mock.patch('os.access', return_value=True):
+                info.write_text('flags\t\t: fpu sse2\n')
+                self.assertFalse(topology.kvm_possible('x86_64', info))
+                info.write_text('flags\t\t: fpu vmx\n')
+                self.assertTrue(topology.kvm_possible('x86_64', info))
+                self.assertFalse(topology.kvm_possible('aarch64', info))
+        flags = Path('/proc/cpuinfo').read_text()
+        mine = any(f in line.split() for line in flags.splitlines()
+                   if line.startswith('flags') for f in ('vmx', 'svm'))
+        self.assertEqual(topology.virtualization_flags(Path('/proc/cpuinfo')), mine)
+
     def test_stock_kunit_py_loads_every_config(self) -> None:
         """Each tools/qemu_configs/*.py works with an unmodified kunit.py."""
         tree = debian_tree('6.12')

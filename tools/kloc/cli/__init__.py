@@ -83,7 +83,7 @@ COMMANDS = (
     Command(name='qemu-header', fn=h.qemu_header,
             help='print the folder with qemu-plugin.h of the QEMU kloc runs (10.0\'s, or '
             'the system\'s under KLOC_SYSTEM_QEMU=1), from Debian\'s qemu source, fetched '
-            'once', tree=False, out=False, qemu=True),
+            'once', tree=False, out=False),
     Command(name='run', fn=h.run_all,
             help='the whole mission: KUnit, the mutants, the kselftest, SLUB against SLAB, '
             'the ITS interrupt path; one screen and OUT/run.json', numbers=('jobs',),

@@ -201,7 +201,9 @@ def qemu(args: argparse.Namespace) -> int:
 
 def qemu_header(args: argparse.Namespace) -> int:
     """The plugin's Makefile and make deps: the folder with qemu-plugin.h (and cache.c)
-    of the QEMU kloc runs, from Debian's qemu source of its version, fetched once."""
+    of the QEMU kloc runs, from Debian's qemu source of its version, fetched once. It
+    runs no QEMU: it does not say which one runs."""
+    release.use(cache_dir(), runs=False)
     print(plugin.header_dir())
     return 0
 

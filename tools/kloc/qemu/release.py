@@ -226,14 +226,18 @@ def check_runs(r: Release) -> None:
 _USED: list[Release | None] = []
 
 
-def use(cache: Path, fetch_missing: bool = False) -> Release | None:
+def use(cache: Path, fetch_missing: bool = False, runs: bool = True) -> Release | None:
     """Put QEMU 10.0's bin/ first on PATH for this command and what it starts; None
-    (and one line, once) where it is not in the cache, or KLOC_SYSTEM_QEMU=1."""
+    (and one line, once) where it is not in the cache, or KLOC_SYSTEM_QEMU=1. runs:
+    the command runs QEMU; one that does not (kloc qemu-header, as make deps calls it
+    before every target) does not say which QEMU runs: a newcomer read that line, on
+    top of every target, as the QEMU that target would run."""
     if _USED:
         return _USED[0]
     r: Release | None = None
     if os.environ.get(OFF, '') == '1':
-        progress.say(f'{OFF}=1: running on the system\'s QEMU')
+        if runs:
+            progress.say(f'{OFF}=1: running on the system\'s QEMU')
     else:
         r = fetch(cache) if fetch_missing else cached(cache)
         if r is None:

@@ -130,11 +130,29 @@ def parse_names(text: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-def kvm_possible(guest_arch: str) -> bool:
-    """Whether this host could run the guest under KVM at all."""
+def kvm_possible(guest_arch: str, cpuinfo: Path = Path('/proc/cpuinfo')) -> bool:
+    """Whether this host could run the guest under KVM at all: a native guest, a
+    /dev/kvm it may use, and (x86) a CPU with virtualization extensions. A /dev/kvm
+    can exist where the CPU has none (a nested guest without them): a boot probe
+    there waited out its whole time limit before TCG ran."""
     host = platform.machine()
     native = host == guest_arch or (host == 'arm64' and guest_arch == 'aarch64')
-    return native and os.access('/dev/kvm', os.R_OK | os.W_OK)
+    if not native or not os.access('/dev/kvm', os.R_OK | os.W_OK):
+        return False
+    return host != 'x86_64' or virtualization_flags(cpuinfo)
+
+
+def virtualization_flags(cpuinfo: Path) -> bool:
+    """Whether an x86 CPU's flags have vmx (Intel VT-x) or svm (AMD-V); True where
+    cpuinfo cannot be read (the boot probe decides)."""
+    try:
+        text = cpuinfo.read_text(errors='replace')
+    except OSError:
+        return True
+    for line in text.splitlines():
+        if line.startswith('flags') and ':' in line:
+            return bool({'vmx', 'svm'} & set(line.split(':', 1)[1].split()))
+    return True
 
 
 def kvm_verdict_path(guest_arch: str, cache: Path | None = None) -> Path:

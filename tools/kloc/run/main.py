@@ -6,7 +6,8 @@ screen: a line or two per part, its verdict and where its details are.
 
 A second run reuses what is built (every build is incremental) and measures again:
 a comparison that finished is moved to <folder>.prev first, so its boots are
-re-run, not resumed. Each part's line says which kernel images it rebuilt; none
+re-run, not resumed. Each part's line says which kernel images it rebuilt itself (not
+those other commands built in the cache meanwhile); none
 means every kernel it booted was reused.
 """
 
@@ -27,6 +28,7 @@ from kloc.atomicfile import write_text
 from kloc.paths import PACKAGE_ROOT
 from kloc.pages import html as pages_html
 from kloc.run import parts as run_parts, results
+from kloc.trees import buildstamp
 from kloc.pages.built import summary as built_summary
 
 FORMAT = 'kloc-run-v1'
@@ -44,29 +46,6 @@ class Outcome:
     details: str                    # where its results are, under OUT
     command: str                    # the make command that reproduces it alone
     built: tuple[str, ...]          # kernel images it (re)built; () : all reused
-
-
-def _images(cache: Path) -> dict[str, float]:
-    """Every kernel image kloc built in the cache, by path: its mtime."""
-    out = {}
-    for p in cache.glob('*/*/*/arch/*/boot/*Image'):
-        try:
-            out[str(p.relative_to(cache))] = p.stat().st_mtime
-        except OSError:
-            continue
-    return out
-
-
-def _short(rel: str) -> str:
-    """trees/linux-6.12/guest-x86_64-slub/arch/x86/boot/bzImage -> linux-6.12
-    guest-x86_64-slub."""
-    bits = rel.split('/')
-    return f'{bits[1]} {bits[2]}'
-
-
-def rebuilt(before: dict[str, float], after: dict[str, float]) -> tuple[str, ...]:
-    """The build dirs whose image changed, once each (x86 has arch/x86 and arch/x86_64)."""
-    return tuple(sorted({_short(k) for k, t in after.items() if before.get(k) != t}))
 
 
 def _fresh_compare(out: Path) -> None:
@@ -89,7 +68,9 @@ def run_part(p: run_parts.Part, out: Path, cache: Path, env: dict[str, str]) -> 
         cmd = [str(PACKAGE_ROOT / 'tools' / p.argv[0]), *p.argv[1:]]
     else:
         cmd = [sys.executable, '-m', 'kloc', *p.argv, '--out', str(out)]
-    before = _images(cache)
+    own = logs / f'{p.name}.built'
+    own.unlink(missing_ok=True)
+    env = dict(env, **{buildstamp.BUILT_LOG: str(own)})
     start = time.monotonic()
     progress.say(f'{p.name}: {p.title} ({p.make}); its output in {log}')
     text: list[str] = []
@@ -104,8 +85,7 @@ def run_part(p: run_parts.Part, out: Path, cache: Path, env: dict[str, str]) -> 
             if line.startswith('[kloc '):       # progress lines: shown as they come
                 sys.stderr.write(f'  {p.name}: {line}')
         rc = proc.wait()
-    after = _images(cache)
-    built = rebuilt(before, after)
+    built = buildstamp.built(own, cache)
     verdict = p.verdict(out, ''.join(text))
     return Outcome(p.name, p.title, rc == 0, rc, verdict, round(time.monotonic() - start, 1),
                    str(log), str(out / p.details), p.make, built)

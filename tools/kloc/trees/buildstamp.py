@@ -23,6 +23,10 @@ from pathlib import Path
 from kloc.atomicfile import write_text
 
 STAMP = '.kloc-built'
+# A file each build that ran appends its image's path to, where the caller names one:
+# make run's parts name their own, so that a part is credited with the builds it made,
+# not with those other commands made in the cache while it ran (run/main.py).
+BUILT_LOG = 'KLOC_BUILT_LOG'
 BUILDING = '.kloc-building'    # while a build runs, and after one that did not finish
 
 
@@ -95,6 +99,29 @@ def record(build_dir: Path, tree: str, inputs: Iterable[str], image: Path) -> No
     """After a successful build: what it was made from; the build is over."""
     write_text(build_dir / STAMP, stamp(tree, inputs, build_dir, image) + '\n')
     (build_dir / BUILDING).unlink(missing_ok=True)
+    log = os.environ.get(BUILT_LOG)
+    if log:
+        with open(log, 'a', encoding='utf-8') as f:
+            f.write(f'{image}\n')
+
+
+def built(log: Path, cache: Path) -> tuple[str, ...]:
+    """The build dirs ('tree dir': cache/<trees, mutants, ...>/<tree>/<dir>/...) whose
+    builds appended to log (BUILT_LOG), once each; a line that names no image in the
+    cache is left out."""
+    try:
+        lines = log.read_text(encoding='utf-8', errors='replace').splitlines()
+    except FileNotFoundError:
+        return ()
+    out = set()
+    for line in lines:
+        try:
+            rel = Path(line).relative_to(cache)
+        except ValueError:
+            continue
+        if len(rel.parts) > 3 and not {'..', '.'} & set(rel.parts):
+            out.add(f'{rel.parts[1]} {rel.parts[2]}')
+    return tuple(sorted(out))
 
 
 def begin(build_dir: Path) -> None:
