@@ -406,8 +406,14 @@ class Output(unittest.TestCase):
         check = {'registers': ['gs_base', 'k_gs_base'], 'percpu': '0xffffffff82000000',
                  'percpu_read': True, 'blocks': 100, 'agree': 99, 'disagree': 1,
                  'unmapped': 0, 'pending': 0}
+        ok = dict(check, disagree=0, agree=100)
         for index, why in (({'source': 'none', 'unresolved': 7}, 'could not be learnt'),
-                           ({'check': check}, 'disagreed .* in 1 of 100 blocks')):
+                           ({'check': check}, 'disagreed .* in 1 of 100 blocks'),
+                           # issue 48, item 6: current_cpu unchecked, or checked on nothing
+                           ({}, 'was not checked'),
+                           ({'check': dict(ok, agree=0)}, 'agreed in 0 of 100 blocks'),
+                           ({'check': dict(ok, agree=97, unmapped=3)}, '3 with a base'),
+                           ({'check': dict(ok, agree=98, pending=2)}, '2 before')):
             with self.subTest(index=index):
                 d = json.loads(json.dumps(doc))
                 d['vcpu_index'].update(index)
@@ -415,7 +421,7 @@ class Output(unittest.TestCase):
                 self.assertRegex(c.attribution, why)
                 self.assertEqual(list(per_packet(c, record)),
                                  ['insns_pkt_single', 'insns_pkt_all'])
-        for index in ({}, {'source': 'callback'}, {'check': dict(check, disagree=0)}):
+        for index in ({'source': 'callback'}, {'check': ok}):
             with self.subTest(index=index):
                 d = json.loads(json.dumps(doc))
                 d['vcpu_index'].update(index)

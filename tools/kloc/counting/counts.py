@@ -203,8 +203,10 @@ class Counts:
         not of the one running it; kloc-count 3 asks QEMU's current_cpu instead
         (source 'current_cpu'), and checks it against the guest's per-CPU base
         register. The split is refused where the plugin could not learn the
-        running vCPU (source 'none', or callbacks it could not resolve), or
-        where the register check disagreed. What depends on the split: each
+        running vCPU (source 'none', or callbacks it could not resolve), where
+        the register check disagreed, and, where current_cpu named it, unless
+        the check ran (plugin API 4 on), agreed on at least one block and
+        left none unmapped or pending. What depends on the split: each
         access's node (remote share), the cache it went through (misses), and
         the transfers between caches (HITM, invalidations, sharing, the
         contended lines). Totals are exact either way."""
@@ -215,10 +217,24 @@ class Counts:
                     'thread=single QEMU passes callbacks the translating vCPU: the '
                     'per-vCPU split, and the remote share, sharing and transfers with '
                     'it, are not measured')
-        if ix.check is not None and ix.check.disagree:
+        c = ix.check
+        if c is not None and c.disagree:
             return (f'the running vCPU disagreed with the guest\'s per-CPU base register in '
-                    f'{ix.check.disagree} of {ix.check.blocks} blocks: the per-vCPU split '
-                    'is not trusted')
+                    f'{c.disagree} of {c.blocks} blocks: the per-vCPU split is not trusted')
+        if ix.source != 'current_cpu' or self.api[2] < 4:
+            return ''       # QEMU's own index is the running vCPU's before plugin API 4
+        # QEMU 10 (API 4) passes the translating vCPU's index, and current_cpu is no
+        # plugin API: its answer holds only where the check looked, found every
+        # block's base register, and agreed
+        if c is None:
+            return ('the running vCPU (QEMU\'s current_cpu) was not checked against the '
+                    'guest\'s per-CPU base register (no percpu= argument, or no register '
+                    'API): the per-vCPU split is not trusted')
+        if not c.agree or c.unmapped or c.pending:
+            return (f'the register check of the running vCPU agreed in {c.agree} of '
+                    f'{c.blocks} blocks ({c.unmapped} with a base that is no vCPU\'s, '
+                    f'{c.pending} before __per_cpu_offset[] could be read): the per-vCPU '
+                    'split is not trusted')
         return ''
 
     def phase(self, n: int) -> Phase:
