@@ -128,8 +128,8 @@ OPTIONS = (
            'counted boots at once (timed runs: one at a time)',
            defaults=(('*', 'nproc'),), low=1, high=4096, integer=True),
     Option(make='COUNTED', dest='counted',
-           about='boots a side under the QEMU counting plugin, after the timed runs; the '
-           'verdict rests on their counts (0: none, the timed runs judge)',
+           about='boots a side under the QEMU counting plugin, JOBS at once, seed k for '
+           'pair k; the verdict rests on their counts (0: none, the timed runs judge)',
            defaults=(('compare', '3'), ('review', '5'), ('guest', '0')), low=0, high=1000,
            integer=True),
 )

@@ -14,7 +14,7 @@ from kloc.its.model import SEED_RATES, SEED_REQUEST_MS, Implied
 from kloc.kcidb.record import new_run_id
 from kloc.qemu import topology
 from kloc.review import kcidb
-from kloc.review.review import ALLOCATOR, NO_TIMED, ReviewOptions, ReviewOutcome
+from kloc.review.review import ALLOCATOR, NO_TIMED, ReviewOptions, ReviewOutcome, StatusChange
 
 WIDTH = 72
 REVIEW_WORDS = kcidb.WORDS     # a better, a worse patched figure; the KCIDB record's too
@@ -123,14 +123,32 @@ def _carrying(o: ReviewOutcome) -> list[str]:
     return out
 
 
+def _runs(c: StatusChange) -> list[str]:
+    """Each side's statuses, run by run, where the suite ran again."""
+    return [f'    {side}: {", ".join(runs)}' for side, runs in c.runs.items()]
+
+
 def _status_changes(o: ReviewOutcome) -> list[str]:
-    if not o.kunit_changes:
-        return ['KUnit status changes: none']
-    lines = [f'KUnit status changes ({len(o.kunit_changes)}):']
+    lines = ['KUnit status changes: none'] if not o.kunit_changes else \
+        [f'KUnit status changes ({len(o.kunit_changes)}):']
     for c in o.kunit_changes:
-        lines.append(f'  {c.topology}: {c.base} -> {c.patched}')
+        flaky = ' (flaky on the patched kernel only)' if c.flaky == 'patched' else ''
+        lines.append(f'  {c.topology}: {c.base} -> {c.patched}{flaky}')
         lines += textwrap.wrap(c.case, WIDTH, initial_indent='    ',
                                subsequent_indent='      ')
+        lines += _runs(c) if c.flaky else []
+    if o.kunit_flaky:
+        lines += [f'Flaky on the base kernel, not the patch\'s ({len(o.kunit_flaky)}):']
+        for c in o.kunit_flaky:
+            lines += [f'  {c.topology}:'] + textwrap.wrap(
+                c.case, WIDTH, initial_indent='    ', subsequent_indent='      ') + _runs(c)
+    if o.kunit_known_moved:
+        names = sorted({c.case.split('.')[1] if '.' in c.case else c.case
+                        for c in o.kunit_known_moved})
+        lines += textwrap.wrap(
+            f'Known upstream failures that moved between cases, excused on both sides '
+            f'(not changes): {len(o.kunit_known_moved)}, in {", ".join(names)}', WIDTH,
+            subsequent_indent='  ')
     return lines
 
 
@@ -262,7 +280,10 @@ def to_json(o: ReviewOutcome, opts: ReviewOptions,
         'patched': {'version': str(o.patched.version), 'tree': str(o.patched.path),
                     'reused_cached_tree': o.reused},
         'kunit': {'topologies': list(opts.topologies), 'totals': o.kunit_totals,
-                  'changes': [c.__dict__ for c in o.kunit_changes]} if opts.kunit else None,
+                  'changes': [c.__dict__ for c in o.kunit_changes],
+                  'flaky_on_base': [c.__dict__ for c in o.kunit_flaky],
+                  'known_moved': [c.__dict__ for c in o.kunit_known_moved]}
+        if opts.kunit else None,
         'loopback': _loopback_json(o, opts),
         'counted': None if not o.counted else {
             'runs_per_side': o.counted.runs, 'results_file': str(o.counted.store.path),

@@ -18,6 +18,7 @@ kcidb.py) and a plot.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,8 @@ from kloc.bench import counted as counted_runs, interleave, metrics
 from kloc.guests import guest, its_boot, msi, record
 from kloc.its import model
 from kloc.its.figures import Boots
-from kloc.kunitpy import runner
+from kloc.kunitpy import known, runner
+from kloc.kunitpy.ktap import Status
 from kloc.qemu import topology
 from kloc.review import integrity
 from kloc.review.patch_input import PatchInfo
@@ -73,6 +75,7 @@ class ReviewOptions:
 
 Statuses = dict[tuple[str, str], str]
 NO_KTAP = '(boot)'   # the case of a run whose kernel printed no KTAP
+BAD = (Status.FAIL, Status.CRASHED)
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,15 @@ class StatusChange:
     case: str
     base: str
     patched: str
+    # Where the suite was run again on the topology (both sides): each side's
+    # statuses, run by run; flaky: 'base' (it changes within the base kernel: not
+    # the patch's), 'patched' (within the patched kernel only: the patch's), or ''
+    runs: dict[str, list[str]] = field(default_factory=dict)
+    flaky: str = ''
+
+
+# topology, case -> the known upstream failure (known.py) that excuses its failure
+Excuses = dict[tuple[str, str], str]
 
 
 @dataclass
@@ -88,7 +100,14 @@ class ReviewOutcome:
     base: Tree
     patched: Tree
     patch: PatchInfo | None
+    # the patch's KUnit changes: a status that differs between the sides and holds
+    # when the suite runs again, or that changes within the patched side only
     kunit_changes: list[StatusChange] = field(default_factory=list)
+    # what differed once but is not the patch's: a case that changes within the base
+    # kernel when run again, and a known upstream failure excused on both sides that
+    # moved from one case to another (known.py, signature checked)
+    kunit_flaky: list[StatusChange] = field(default_factory=list)
+    kunit_known_moved: list[StatusChange] = field(default_factory=list)
     kunit_totals: dict[str, dict[str, int]] = field(default_factory=dict)
     # side -> (topology, case path) -> status, as the runs' KTAP gave them
     kunit_statuses: dict[str, Statuses] = field(default_factory=dict)
@@ -143,7 +162,14 @@ def check(base: Tree, patch: PatchInfo | None, force: bool = False,
 def statuses(run_dir: Path, parser: Tree | None = None) -> Statuses:
     """Every case's status in the runs under run_dir; NO_KTAP when one printed none.
     parser: the tree whose kunit.py parser reads them (runner.load_run)."""
-    out = {}
+    return read_runs(run_dir, parser)[0]
+
+
+def read_runs(run_dir: Path, parser: Tree | None = None) -> tuple[Statuses, Excuses]:
+    """statuses(), and the failing cases a known upstream failure explains (known.py:
+    the run's kernel in its range, the tree without its fix, every failed check
+    matching its signature)."""
+    out, excused = {}, {}
     for meta in sorted(run_dir.glob('*.meta.json')):
         r = runner.load_run(meta, parser)
         if not r.doc.found:
@@ -152,20 +178,78 @@ def statuses(run_dir: Path, parser: Tree | None = None) -> Statuses:
         for suite in r.doc.suites:
             for path, leaf in suite.leaves():
                 out[(r.topology, path)] = leaf.status.value
-    return out
+                k = known.excuse(r, path, leaf) if leaf.status in BAD else None
+                if k is not None:
+                    excused[(r.topology, path)] = k.name
+    return out, excused
 
 
-def compare_statuses(a: Statuses, b: Statuses) -> tuple[list[StatusChange],
-                                                        dict[str, dict[str, int]]]:
-    """The cases whose status differs, and each side's count per status."""
+def _known_moved(t: str, c: str, a: Statuses, b: Statuses, ka: Excuses, kb: Excuses) -> bool:
+    """Whether a case that differs is a known upstream failure that moved: on each side
+    it passes or fails as one known failure explains, and that failure is excused on
+    the topology on both sides, whichever case it landed in."""
+    names = {ka.get((t, c)), kb.get((t, c))} - {None}
+    if len(names) != 1:
+        return False
+    name = names.pop()
+    for s, k in ((a, ka), (b, kb)):
+        if s.get((t, c)) != 'PASS' and k.get((t, c)) != name:
+            return False
+        if not any(top == t and n == name for (top, _), n in k.items()):
+            return False
+    return True
+
+
+def compare_statuses(a: Statuses, b: Statuses, ka: Excuses | None = None,
+                     kb: Excuses | None = None) -> tuple[list[StatusChange],
+                                                         dict[str, dict[str, int]]]:
+    """The cases whose status differs, and each side's count per status. With each
+    side's excuses (read_runs), a known upstream failure that moved between cases is
+    left out (known_moved() lists those)."""
     differ = [StatusChange(t, c, a.get((t, c), 'ABSENT'), b.get((t, c), 'ABSENT'))
               for t, c in sorted(set(a) | set(b)) if a.get((t, c)) != b.get((t, c))]
+    if ka is not None and kb is not None:
+        differ = [d for d in differ if not _known_moved(d.topology, d.case, a, b, ka, kb)]
     return differ, {'base': dict(Counter(a.values())), 'patched': dict(Counter(b.values()))}
+
+
+def known_moved(a: Statuses, b: Statuses, ka: Excuses, kb: Excuses) -> list[StatusChange]:
+    """The cases whose status differs only as a known upstream failure moved."""
+    return [StatusChange(t, c, a.get((t, c), 'ABSENT'), b.get((t, c), 'ABSENT'))
+            for t, c in sorted(set(a) | set(b))
+            if a.get((t, c)) != b.get((t, c)) and _known_moved(t, c, a, b, ka, kb)]
 
 
 def kunit_changes(base_dir: Path, patched_dir: Path) -> tuple[list[StatusChange],
                                                               dict[str, dict[str, int]]]:
     return compare_statuses(statuses(base_dir), statuses(patched_dir))
+
+
+def _status(s: Statuses, k: Excuses, key: tuple[str, str]) -> str:
+    """A case's status, and the known failure that explains it, if any."""
+    return s.get(key, 'ABSENT') + (f' (known: {k[key]})' if key in k else '')
+
+
+def confirm(first: dict[str, tuple[Statuses, Excuses]],
+            again: dict[str, tuple[Statuses, Excuses]],
+            changes: list[StatusChange]) -> tuple[list[StatusChange], list[StatusChange]]:
+    """The changes of the first runs, judged by a second run of each side on their
+    topologies: (the patch's, the base's flaky ones). A case whose status changes
+    within the base kernel is flaky, not the patch's; one that changes within the
+    patched kernel only is the patch's; one that holds on both sides and still
+    differs is the patch's. One that no longer differs at all is flaky on a side."""
+    mine, flaky = [], []
+    for c in changes:
+        key = (c.topology, c.case)
+        runs = {side: [_status(*first[side], key), _status(*again[side], key)]
+                for side in ('base', 'patched')}
+        if runs['base'][0] != runs['base'][1]:
+            flaky.append(dataclasses.replace(c, runs=runs, flaky='base'))
+        elif runs['patched'][0] != runs['patched'][1]:
+            mine.append(dataclasses.replace(c, runs=runs, flaky='patched'))
+        else:
+            mine.append(dataclasses.replace(c, runs=runs))
+    return mine, flaky
 
 
 def run(base: Tree, patch: PatchInfo | None, opts: ReviewOptions, cache: Path,
@@ -194,16 +278,7 @@ def run(base: Tree, patch: PatchInfo | None, opts: ReviewOptions, cache: Path,
                             package=checked.package)
     opts.out.mkdir(parents=True, exist_ok=True)
     if opts.kunit and not opts.aa:
-        for label, tree in (('base', base), ('patched', patched)):
-            progress.say(f'KUnit on the {label} kernel: {", ".join(opts.topologies)}')
-            # Both sides' runs are read with the base's kunit.py parser: the
-            # patched tree's is the patch's.
-            runner.run(runner.Job(tree, opts.out / 'kunit' / label, opts.topologies,
-                                  opts.jobs, opts.timeout, cache, parser=base))
-        outcome.kunit_statuses = {side: statuses(opts.out / 'kunit' / side, base)
-                                  for side in ('base', 'patched')}
-        outcome.kunit_changes, outcome.kunit_totals = compare_statuses(
-            outcome.kunit_statuses['base'], outcome.kunit_statuses['patched'])
+        _kunit(base, patched, opts, cache, outcome)
     if opts.bench:
         outcome.bench_skipped = _cannot_move(base, patch, opts)
         if outcome.bench_skipped:
@@ -213,6 +288,37 @@ def run(base: Tree, patch: PatchInfo | None, opts: ReviewOptions, cache: Path,
     if opts.its_topologies and not opts.aa:
         _its(base, patched, opts, outcome)
     return outcome
+
+
+def _kunit(base: Tree, patched: Tree, opts: ReviewOptions, cache: Path,
+           outcome: ReviewOutcome) -> None:
+    """KUnit, every suite on every topology, on both kernels; where a case's status
+    differs, the whole suite again on that topology on both sides (the case alone
+    would find another state, the ITT pool's for one), so that a flaky case is not
+    read as the patch's change."""
+    def side(label: str, tree: Tree, where: str, topologies: tuple[str, ...]) -> Path:
+        progress.say(f'KUnit on the {label} kernel: {", ".join(topologies)}')
+        # Both sides' runs are read with the base's kunit.py parser: the patched
+        # tree's is the patch's.
+        out = opts.out / 'kunit' / where
+        runner.run(runner.Job(tree, out, topologies, opts.jobs, opts.timeout, cache,
+                              parser=base))
+        return out
+    sides = (('base', base), ('patched', patched))
+    first = {label: read_runs(side(label, tree, label, opts.topologies), base)
+             for label, tree in sides}
+    (sa, ka), (sb, kb) = first['base'], first['patched']
+    outcome.kunit_statuses = {'base': sa, 'patched': sb}
+    changes, outcome.kunit_totals = compare_statuses(sa, sb, ka, kb)
+    outcome.kunit_known_moved = known_moved(sa, sb, ka, kb)
+    again = tuple(t for t in opts.topologies if any(c.topology == t for c in changes))
+    if not again:
+        return
+    progress.say(f'{len(changes)} KUnit status change(s) on {", ".join(again)}: every '
+                 'suite again there, on both kernels, before they are reported')
+    second = {label: read_runs(side(label, tree, f'{label}-again', again), base)
+              for label, tree in sides}
+    outcome.kunit_changes, outcome.kunit_flaky = confirm(first, second, changes)
 
 
 ITS_DRIVER = 'drivers/irqchip/irq-gic-v3-its.c'
