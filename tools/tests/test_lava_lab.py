@@ -21,6 +21,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
+from kloc.digest import sha256_file
 from kloc.bench import interleave
 from kloc.bench.store import BenchRun, open_store
 from kloc.guests import guest
@@ -167,7 +168,7 @@ class DefinitionsTest(unittest.TestCase):
         self.assertNotEqual(old['url'], new['url'])
         for im in (old, new):
             path = Path(im['url'].removeprefix('file://'))
-            self.assertEqual(jobs.sha256_file(path), im['sha256sum'], path)
+            self.assertEqual(sha256_file(path), im['sha256sum'], path)
 
     def test_the_key_says_where_the_runs_came_from(self) -> None:
         k = lab.key(self.plan, lab.Lab(remote.Server('http://lab:80', 't')))

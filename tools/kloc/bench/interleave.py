@@ -22,6 +22,7 @@ from pathlib import Path
 
 from kloc import progress
 from kloc.bench import boots
+from kloc.digest import sha256_file
 from kloc.counting.plugin import PLUGIN_NAME, PLUGIN_VERSION, Plugin
 from kloc.guests import guest
 from kloc.bench.metrics import extract
@@ -104,8 +105,9 @@ def prepare(a: tuple[str, guest.Guest], b: tuple[str, guest.Guest], topo: Topolo
             config_keys: tuple[str, str]) -> AbPlan:
     """Build both guests (once if they are one), the static selftest, and one
     initramfs for both sides. The key gets what every comparison depends on:
-    the topology, the selftest and its options, QEMU, and each side's .config
-    digest under its name in config_keys.
+    the topology, the selftest and its options, QEMU, each side's .config
+    digest under its name in config_keys, and the sha256 of each side's image
+    and of the initramfs.
     """
     (label_a, ga), (label_b, gb) = a, b
     logs = out / 'logs'
@@ -123,6 +125,10 @@ def prepare(a: tuple[str, guest.Guest], b: tuple[str, guest.Guest], topo: Topolo
                 qemu=qemu_version(topo))
     full[config_keys[0]] = guest.config_digest(ga)
     full[config_keys[1]] = guest.config_digest(gb)
+    # What boots, by its bytes: a tree edited since (a KDIR) builds another image, and
+    # its runs are not resumed into this comparison (the store refuses it, saying so)
+    for k, path in (('image_a', ga.image()), ('image_b', gb.image()), ('initramfs', initrd)):
+        full[k] = sha256_file(path)
     return AbPlan(AbSide(label_a, ga, initrd), AbSide(label_b, gb, initrd), topo, runs, timeout,
                   out, full, binary=binary)
 

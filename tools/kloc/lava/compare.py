@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kloc import progress
+from kloc.digest import sha256_file
 from kloc.bench import metrics
 from kloc.guests import guest
 from kloc.kunitpy import ktap, runner
-from kloc.lava import jobs, results
+from kloc.lava import results
 from kloc.qemu import topology
 
 # The figures a LAVA run must match a direct one in (the primary timed ones with a unit).
@@ -129,7 +130,7 @@ def selftest(lava: results.LavaSelftest, boots: list[DirectBoot], kernel_sha256:
              kernel_now: Path) -> list[Check]:
     what = f'kselftest {lava.guest} {lava.topology}'
     checks = []
-    now = jobs.sha256_file(kernel_now) if kernel_now.is_file() else ''
+    now = sha256_file(kernel_now) if kernel_now.is_file() else ''
     same = now == kernel_sha256
     good = [b for b in boots if b.run.ok]
     bad = [b.run.why for b in boots if not b.run.ok]

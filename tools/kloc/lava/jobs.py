@@ -25,13 +25,13 @@ see (docs/lava.md).
 
 from __future__ import annotations
 
-import hashlib
 import math
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kloc.digest import sha256_file
 from kloc.errors import KlocError
 from kloc.guests import guest
 from kloc.kunitpy import runner
@@ -213,14 +213,6 @@ def definition(job: Job, url: Callable[[Image], str],
                       'monitors': [m.definition() for m in job.monitors]}},
         ],
     }
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open('rb') as f:
-        for block in iter(lambda: f.read(1 << 20), b''):
-            h.update(block)
-    return h.hexdigest()
 
 
 def copy_artifacts(jobs: list[Job], dest: Path) -> dict[str, str]:

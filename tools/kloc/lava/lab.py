@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kloc import progress
+from kloc.digest import sha256_file
 from kloc.atomicfile import write_text
 from kloc.bench import interleave
 from kloc.bench.store import BenchRun, Store, open_store
@@ -103,7 +104,7 @@ def _publish(im: jobs.Image, dest: Path) -> tuple[str, str]:
     dest.mkdir(parents=True, exist_ok=True)
     tmp = dest / f'.{im.name}.{os.getpid()}'
     shutil.copyfile(im.source, tmp)
-    sha = jobs.sha256_file(tmp)
+    sha = sha256_file(tmp)
     name = f'{sha[:16]}-{im.name}'
     tmp.replace(dest / name)
     return name, sha
