@@ -109,6 +109,23 @@ class Report(unittest.TestCase):
         for what in ('boot order', 'the builds', 'drift'):
             self.assertIn(what, text)
 
+    def test_boots_side_by_side_read_pair_by_pair(self) -> None:
+        """Counted boots run JOBS at once and end in any order (issue 48, item 1): read
+        back by seed, boot k of A then boot k of B, as the pairs they are."""
+        ran = [('b', 1), ('a', 0), ('b', 0), ('a', 2), ('a', 1), ('b', 2)]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / 'counted.jsonl'
+            path.write_text('{"format": "kloc-runs-v1"}\n' + ''.join(
+                json.dumps({'side': side, 'ok': True, 'record': {
+                    'seed': seed, 'counted': {n: 100.0 * seed + (side == 'b')
+                                              for n in aa.PRIMARY}}}) + '\n'
+                for side, seed in ran))
+            got = aa._boots(path)
+        first = aa.PRIMARY[0]
+        self.assertEqual([(b.side, b.values[first]) for b in got],
+                         [('a', 0.0), ('b', 1.0), ('a', 100.0), ('b', 101.0), ('a', 200.0),
+                          ('b', 201.0)])
+
     def test_no_reviews_is_an_error(self) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             with self.assertRaisesRegex(aa.AaError, 'no finished A/A review'):

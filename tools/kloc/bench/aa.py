@@ -4,7 +4,7 @@ difference, each review's raw p, and three checks for a bias between the sides.
 
 Each A/A review is a folder OUT/bench-aa/<i>/review/<name>/ written by make
 review: review.json (the verdict, each figure's raw and Holm p) and
-counted.jsonl (every counted boot, in the order it ran). A review is either
+counted.jsonl (every counted boot, read pair by pair: by seed). A review is either
 of one image on both sides (AA=1) or of a comment-only patch (two builds
 that differ in their build stamp only). Under the null both kinds call a
 difference at most ALPHA of the time.
@@ -41,7 +41,7 @@ PRIMARY = tuple(n for n, v in metrics.COUNTED.items() if v[3])
 
 @dataclass(frozen=True)
 class Boot:
-    side: str                       # 'a' or 'b', in the order the boots ran
+    side: str                       # 'a' or 'b', pair by pair (seed k: A, then B)
     values: dict[str, float]
 
 
@@ -80,14 +80,19 @@ def _num(v: object) -> float:
 
 
 def _boots(path: Path) -> tuple[Boot, ...]:
+    """The good counted boots, pair by pair: by seed (boot k of each side, A then B),
+    since boots side by side end in any order; in file order where none has a seed."""
     out = []
-    for line in path.read_text().splitlines()[1:]:
+    for n, line in enumerate(path.read_text().splitlines()[1:]):
         run = json.loads(line)
         record = run.get('record') or {}
         counted = record.get('counted') if isinstance(record, dict) else None
         if run.get('ok') and isinstance(counted, dict):
-            out.append(Boot(str(run['side']), {n: _num(counted.get(n)) for n in PRIMARY}))
-    return tuple(out)
+            seed = record.get('seed')
+            order = (seed if isinstance(seed, int) else n, str(run['side']), n)
+            out.append((order, Boot(str(run['side']),
+                                    {k: _num(counted.get(k)) for k in PRIMARY})))
+    return tuple(b for _, b in sorted(out, key=lambda x: x[0]))
 
 
 def load(folder: Path, index: int) -> AaReview | None:
