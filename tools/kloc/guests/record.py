@@ -64,6 +64,50 @@ def untouched(g: Guest, files: tuple[str, ...]) -> str:
     return untouched_by(compiled(g), files, f'the {g.arch} guest ({g.name})')
 
 
+# An object's line in its directory's Makefile: obj-$(CONFIG_X) += a.o b.o ...
+_OBJ_LINE = re.compile(r'^\s*obj-\$\((CONFIG_\w+)\)\s*[:+]?=(.*)$')
+
+
+def config_gate(tree: Path, rel: str) -> str | None:
+    """The CONFIG_ symbol whose obj- line in the file's own Makefile (or Kbuild)
+    names it (a .c or .S file compiled as one object), or None where no such line
+    settles it (a header, obj-y, a composite object, no Makefile)."""
+    p = Path(rel)
+    if p.suffix not in ('.c', '.S') or '..' in p.parts:
+        return None
+    obj = p.with_suffix('.o').name
+    for name in ('Kbuild', 'Makefile'):
+        try:
+            text = (tree / p.parent / name).read_text(errors='replace')
+        except OSError:
+            continue
+        for line in text.replace('\\\n', ' ').splitlines():
+            m = _OBJ_LINE.match(line)
+            if m and obj in m.group(2).split():
+                return m.group(1)
+        return None
+    return None
+
+
+def not_configured(tree: Path, config: Path, files: tuple[str, ...], what: str) -> str:
+    """Why a guest configured as config (a .config) cannot build any of files (one
+    line), or '' where that is not settled: each is a .c or .S file whose own
+    Makefile line is gated by a CONFIG_ symbol the .config does not set. Decided
+    from the configuration alone, before a cold build."""
+    if not files or _drives_build(files):
+        return ''
+    try:
+        have = config.read_text(errors='replace').splitlines()
+    except OSError:
+        return ''
+    gates = [config_gate(tree, f) for f in files]
+    if any(g is None or f'{g}=y' in have or f'{g}=m' in have for g in gates):
+        return ''
+    why = ', '.join(f'{f} ({g})' for f, g in zip(files, gates))
+    return (f'the patch changes no file {what} can build: its .config sets none of the '
+            f'symbols their Makefile lines need: {why}')
+
+
 def untouched_by(read: frozenset[str] | None, files: tuple[str, ...], what: str) -> str:
     """untouched() given what the guest's build read (compiled())."""
     if read is None or not files or _drives_build(files) or any(f in read for f in files):

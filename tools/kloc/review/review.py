@@ -364,12 +364,19 @@ def _its(base: Tree, patched: Tree, opts: ReviewOptions, outcome: ReviewOutcome)
 
 
 def _cannot_move(base: Tree, patch: PatchInfo | None, opts: ReviewOptions) -> str:
-    """Why the loopback guests need not boot (one line), or '': the patch changes no
+    """Why the loopback guests need not boot (one line), or '': the patch changes only
+    .c files the base guest's .config leaves out (decided before any build), or no
     file the base's guest was built from, by kbuild's record, and none that drives a
     build (guests/record.py). A/A reviews, and so make bench-aa, always run."""
     if opts.aa or patch is None:
         return ''
     g = guest.Guest(base, topology.get(opts.bench_topology).arch, ALLOCATOR)
+    # First the configuration alone (seconds): a driver the guest's .config leaves out
+    # needs no cold build to tell
+    why = record.not_configured(base.path, guest.configure(g, opts.out / 'logs'),
+                                patch.files, f'the {g.arch} guest ({g.name})')
+    if why:
+        return why
     guest.build(g, opts.out / 'logs')      # the record to ask; the A/B needs it anyway
     return record.untouched(g, patch.files)
 
