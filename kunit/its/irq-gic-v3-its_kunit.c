@@ -1087,7 +1087,10 @@ static void its_kunit_free_device(void *dev)
  * Probe an emulated ITS of one layout on one node (or NUMA_NO_NODE), from
  * a CPU on another node. The command queue and every table must sit on the
  * ITS's node, and so must the level-2 device table page and the ITT of a
- * device created afterwards.
+ * device created afterwards. That ITT is two pages: one smaller than a page
+ * may come from a pool that the boot and earlier cases filled (6.13 on),
+ * which would make the case's outcome depend on them, and on the CPU the
+ * NUMA_NO_NODE case ran on. Small ITTs are its_kunit_itts_on_their_its_node's.
  */
 static void __init its_kunit_probe_places_all_on_node(struct kunit *test)
 {
@@ -1111,7 +1114,7 @@ static void __init its_kunit_probe_places_all_on_node(struct kunit *test)
 	its_kunit_expect_tables_seen(test, e->its);
 
 	dev_id = its_kunit_high_dev_id(l, dt);
-	dev = its_kunit_create_device(test, e->its, dev_id, ITS_KUNIT_NVECS);
+	dev = its_kunit_create_device(test, e->its, dev_id, ITS_KUNIT_NVECS_BIG);
 	KUNIT_ASSERT_NOT_NULL_MSG(test, dev, "creating device %#x on the %s ITS", dev_id, l->name);
 	KUNIT_ASSERT_EQ(test, its_kunit_defer(test, its_kunit_free_device, dev), 0);
 	if (l->want_indirect) {

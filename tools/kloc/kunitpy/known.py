@@ -75,8 +75,11 @@ KNOWN: tuple[KnownFailure, ...] = (
         # itt_alloc_pool() came with 6.13's ITS tables shared with a non-trusted
         # hypervisor (the fix's Fixes: tag); nothing upstream fixes it yet.
         since='6.13',
-        cases=('irq_gic_v3_its_placement.its_kunit_itts_on_their_its_node',
-               'irq_gic_v3_its_placement.its_kunit_probe_places_all_on_node.*'),
+        # Only the case that creates devices on an ITS of each node in turn: it fails
+        # whatever the pool holds. The per-node placement cases take two-page ITTs,
+        # which no pool serves: their outcome no longer depends on which node's page
+        # the boot or an earlier case left in the pool (issue 48).
+        cases=('irq_gic_v3_its_placement.its_kunit_itts_on_their_its_node',),
         topologies=('arm64_2n_its1', 'arm64_2n_its0', 'arm64_2n_itsnone'),
         # ITTs smaller than a page (one page touched), on another node than their ITS
         signature=r'ITT .*page 1 of 1 \(pfn 0x[0-9a-f]+\) is on node \d+, '

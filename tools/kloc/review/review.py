@@ -165,10 +165,14 @@ def statuses(run_dir: Path, parser: Tree | None = None) -> Statuses:
     return read_runs(run_dir, parser)[0]
 
 
-def read_runs(run_dir: Path, parser: Tree | None = None) -> tuple[Statuses, Excuses]:
-    """statuses(), and the failing cases a known upstream failure explains (known.py:
-    the run's kernel in its range, the tree without its fix, every failed check
-    matching its signature)."""
+Failures = tuple[known.KnownFailure, ...]
+
+
+def read_runs(run_dir: Path, parser: Tree | None = None,
+              failures: Failures = known.KNOWN) -> tuple[Statuses, Excuses]:
+    """statuses(), and the failing cases a known upstream failure of failures explains
+    (known.py: the run's kernel in its range, the tree without its fix, every failed
+    check matching its signature)."""
     out, excused = {}, {}
     for meta in sorted(run_dir.glob('*.meta.json')):
         r = runner.load_run(meta, parser)
@@ -178,7 +182,7 @@ def read_runs(run_dir: Path, parser: Tree | None = None) -> tuple[Statuses, Excu
         for suite in r.doc.suites:
             for path, leaf in suite.leaves():
                 out[(r.topology, path)] = leaf.status.value
-                k = known.excuse(r, path, leaf) if leaf.status in BAD else None
+                k = known.excuse(r, path, leaf, failures) if leaf.status in BAD else None
                 if k is not None:
                     excused[(r.topology, path)] = k.name
     return out, excused
