@@ -4,8 +4,9 @@
 The console is arm64_2n_its1's from `make kunit KERNEL=7.2` (2026-12-06):
 the ITS placement suite fails where itt_alloc_pool() hands node 1's ITS
 small ITTs from a node-0 pool page, in the one case that creates small ITTs
-on an ITS of each node (the per-node cases take two-page ITTs since then). Variants of it change one thing each:
-a failure the entry does not explain must stay a failure. The fixed one
+on an ITS of each node (the per-node cases take two-page ITTs since then).
+Variants of it change one thing each: a failure the entry does not explain
+must stay a failure. The fixed one
 is the same kernel with the entry's fix (make known-failures KERNEL=7.2).
 """
 

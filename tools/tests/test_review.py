@@ -629,6 +629,21 @@ class SeriesHash(unittest.TestCase):
         self.assertEqual(here, there)
 
 
+def noop_review(tmp: Path, counted: list[metrics.Difference],
+                timed: bool) -> tuple[review.ReviewOutcome, review.ReviewOptions]:
+    """noop.patch's review, loopback only: 3 counted boots a side (counted), with
+    timed runs (timed_diffs, 7 a side) or none."""
+    base = Tree(Path('/t/linux-6.12/src'), debian_tree('6.12').version, 'debian')
+    store = open_store(tmp / 'counted.jsonl', {'test': 'noop'})
+    o = review.ReviewOutcome(base, base, patch_input.load(NOOP),
+                             diffs=timed_diffs(3, 1.0) if timed else [],
+                             counted=counted_runs.CountedResult(
+                                 3, counted, store, {'base': 'T1', 'patched': 'T2'}))
+    opts = review.ReviewOptions(('arm64_2n_its1',), 'x86_64_2n', 7, 1.0, 0.05, 60, 2, tmp,
+                                kunit=False, counted=3, timed=timed)
+    return o, opts
+
+
 class MailOrder(unittest.TestCase):
     """Issue 37, item 5: the mail leads with the verdict and the figures that carry it,
     then KUnit's status changes, then (where a cache figure moved) the contended
@@ -665,16 +680,8 @@ class MailOrder(unittest.TestCase):
 
     def test_no_cache_figure_moved_no_lines_up_front(self) -> None:
         counted = metrics.compare(NOOP_A, NOOP_B, 0.05, kind='counted')
-        base = Tree(Path('/t/linux-6.12/src'), debian_tree('6.12').version, 'debian')
         with tempfile.TemporaryDirectory() as tmp:
-            store = open_store(Path(tmp) / 'counted.jsonl', {'test': 'noop'})
-            o = review.ReviewOutcome(base, base, patch_input.load(NOOP),
-                                     diffs=timed_diffs(3, 1.0),
-                                     counted=counted_runs.CountedResult(
-                                         3, counted, store, {'base': 'T1', 'patched': 'T2'}))
-            opts = review.ReviewOptions(('arm64_2n_its1',), 'x86_64_2n', 7, 1.0, 0.05, 60, 2,
-                                        Path(tmp), kunit=False, counted=3)
-            text = reporting.render(o, opts)
+            text = reporting.render(*noop_review(Path(tmp), counted, timed=True))
         lines = text.splitlines()
         verdict = next(i for i, line in enumerate(lines) if line.startswith('Verdict: '))
         details = lines.index('Details')
@@ -701,14 +708,8 @@ class NoTimedRuns(unittest.TestCase):
 
     def test_the_report_says_none_were_booted(self) -> None:
         counted = metrics.compare(NOOP_A, NOOP_B, 0.05, kind='counted')
-        base = Tree(Path('/t/linux-6.12/src'), debian_tree('6.12').version, 'debian')
         with tempfile.TemporaryDirectory() as tmp:
-            store = open_store(Path(tmp) / 'counted.jsonl', {'test': 'untimed'})
-            o = review.ReviewOutcome(base, base, patch_input.load(NOOP),
-                                     counted=counted_runs.CountedResult(
-                                         3, counted, store, {'base': 'T1', 'patched': 'T2'}))
-            opts = review.ReviewOptions(('arm64_2n_its1',), 'x86_64_2n', 10, 1.0, 0.05, 60, 2,
-                                        Path(tmp), kunit=False, counted=3, timed=False)
+            o, opts = noop_review(Path(tmp), counted, timed=False)
             text = reporting.render(o, opts)
             doc = reporting.to_json(o, opts)
         self.assertIn('Verdict: no significant difference in counts, KUnit not run.', text)
