@@ -12,7 +12,7 @@ KLOC = Path(__file__).resolve().parents[1] / 'kloc'
 
 # Each subpackage's layer; a module may import from its own layer or lower ones.
 FOUNDATION = ('errors', 'paths', 'progress', 'atomicfile', 'filelock', 'defaults', 'procs',
-              'version')
+              'version', 'digest')
 LAYERS = {'series': 1, 'trees': 2, 'qemu': 3, 'counting': 3, 'its': 3, 'kunitpy': 4, 'guests': 5,
           'bench': 6, 'kcidb': 7, 'pages': 7, 'review': 8, 'mutants': 8, 'lava': 8, 'run': 8,
           'cli': 9, '__main__': 9}
