@@ -514,7 +514,8 @@ def run(guest: Guest, initrd: Path, topo: Topology, timeout: int,
                      'unresolved': ix.unresolved,
                      'check': None if ix.check is None else
                      {'registers': list(ix.check.registers), 'blocks': ix.check.blocks,
-                      'disagree': ix.check.disagree, 'unmapped': ix.check.unmapped}}
+                      'agree': ix.check.agree, 'disagree': ix.check.disagree,
+                      'unmapped': ix.check.unmapped, 'pending': ix.check.pending}}
             record = dict(record, counted=per_packet(c, record), counted_vcpu_index=index,
                           counts_file=str(counts), seed=seed)
         except CountingError as e:
