@@ -422,9 +422,8 @@ class KnownFailuresMove(unittest.TestCase):
         # read as plain statuses, as compare_statuses() did before: two changes
         plain, _ = review.compare_statuses(a[0], b[0])
         self.assertEqual(sorted(c.case for c in plain), list(cases))
-        changes, _ = review.compare_statuses(a[0], b[0], a[1], b[1])
+        changes, moved = review.split_known(plain, a[0], b[0], a[1], b[1])
         self.assertEqual(changes, [])
-        moved = review.known_moved(a[0], b[0], a[1], b[1])
         self.assertEqual([(c.case, c.base, c.patched) for c in moved],
                          [(cases[0], 'PASS', 'FAIL'), (cases[1], 'FAIL', 'PASS')])
 
@@ -434,7 +433,8 @@ class KnownFailuresMove(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             a = review.read_runs(kunit_run_dir(Path(d), 'base', STOCK_72), None, POOL_THEN)
             b = review.read_runs(kunit_run_dir(Path(d), 'patched', other), None, POOL_THEN)
-        changes, _ = review.compare_statuses(a[0], b[0], a[1], b[1])
+        plain, _ = review.compare_statuses(a[0], b[0])
+        changes, _ = review.split_known(plain, a[0], b[0], a[1], b[1])
         # node 0's new failure is the entry's signature's but for the table: a change;
         # node 1's case passing is the known failure gone from it (it stays in other
         # cases of the topology on both sides): not one
@@ -449,7 +449,8 @@ class KnownFailuresMove(unittest.TestCase):
             b = review.read_runs(kunit_run_dir(Path(d), 'patched', MOVED_72, 'linux-6.12.118'),
                                  None, POOL_THEN)
         self.assertEqual((a[1], b[1]), ({}, {}))
-        self.assertEqual(len(review.compare_statuses(a[0], b[0], a[1], b[1])[0]), 2)
+        self.assertEqual(len(review.split_known(review.compare_statuses(a[0], b[0])[0],
+                                                a[0], b[0], a[1], b[1])[0]), 2)
 
 
 class RunAgain(unittest.TestCase):

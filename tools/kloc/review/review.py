@@ -204,24 +204,20 @@ def _known_moved(t: str, c: str, a: Statuses, b: Statuses, ka: Excuses, kb: Excu
     return True
 
 
-def compare_statuses(a: Statuses, b: Statuses, ka: Excuses | None = None,
-                     kb: Excuses | None = None) -> tuple[list[StatusChange],
-                                                         dict[str, dict[str, int]]]:
-    """The cases whose status differs, and each side's count per status. With each
-    side's excuses (read_runs), a known upstream failure that moved between cases is
-    left out (known_moved() lists those)."""
+def compare_statuses(a: Statuses, b: Statuses) -> tuple[list[StatusChange],
+                                                        dict[str, dict[str, int]]]:
+    """The cases whose status differs, and each side's count per status."""
     differ = [StatusChange(t, c, a.get((t, c), 'ABSENT'), b.get((t, c), 'ABSENT'))
               for t, c in sorted(set(a) | set(b)) if a.get((t, c)) != b.get((t, c))]
-    if ka is not None and kb is not None:
-        differ = [d for d in differ if not _known_moved(d.topology, d.case, a, b, ka, kb)]
     return differ, {'base': dict(Counter(a.values())), 'patched': dict(Counter(b.values()))}
 
 
-def known_moved(a: Statuses, b: Statuses, ka: Excuses, kb: Excuses) -> list[StatusChange]:
-    """The cases whose status differs only as a known upstream failure moved."""
-    return [StatusChange(t, c, a.get((t, c), 'ABSENT'), b.get((t, c), 'ABSENT'))
-            for t, c in sorted(set(a) | set(b))
-            if a.get((t, c)) != b.get((t, c)) and _known_moved(t, c, a, b, ka, kb)]
+def split_known(changes: list[StatusChange], a: Statuses, b: Statuses, ka: Excuses,
+                kb: Excuses) -> tuple[list[StatusChange], list[StatusChange]]:
+    """compare_statuses()'s changes, given each side's excuses (read_runs): (the
+    changes, the known upstream failures that only moved between cases)."""
+    moved = [d for d in changes if _known_moved(d.topology, d.case, a, b, ka, kb)]
+    return [d for d in changes if d not in moved], moved
 
 
 def kunit_changes(base_dir: Path, patched_dir: Path) -> tuple[list[StatusChange],
@@ -313,8 +309,8 @@ def _kunit(base: Tree, patched: Tree, opts: ReviewOptions, cache: Path,
              for label, tree in sides}
     (sa, ka), (sb, kb) = first['base'], first['patched']
     outcome.kunit_statuses = {'base': sa, 'patched': sb}
-    changes, outcome.kunit_totals = compare_statuses(sa, sb, ka, kb)
-    outcome.kunit_known_moved = known_moved(sa, sb, ka, kb)
+    changes, outcome.kunit_totals = compare_statuses(sa, sb)
+    changes, outcome.kunit_known_moved = split_known(changes, sa, sb, ka, kb)
     again = tuple(t for t in opts.topologies if any(c.topology == t for c in changes))
     if not again:
         return
