@@ -55,10 +55,9 @@ def with_plugin(plan: interleave.AbPlan, counted: int, jobs: int = 1) -> interle
                                jobs=jobs)
 
 
-def attribution(store: Store, side: str, runs: int, g: guest.Guest, top: int = 5) -> str:
-    """The contended lines of the all-CPU phase of the side's last counted boot: the
-    one of the last seed, whichever ended last."""
-    records = store.seeded(side, runs)
+def attribution(records: list[dict[str, object]], g: guest.Guest, top: int = 5) -> str:
+    """The contended lines of the all-CPU phase of a side's last counted boot: of its
+    records by seed (Store.seeded), the last seed's, whichever ended last."""
     record = records[-1] if records else None
     path = (record or {}).get('counts_file')
     if not isinstance(path, str):
@@ -78,8 +77,7 @@ def run(plan: interleave.AbPlan, alpha: float, mde_pct: float) -> CountedResult:
     store = interleave.run_counted(plan)
     a, b = store.seeded('a', plan.counted), store.seeded('b', plan.counted)
     diffs = metrics.compare(a, b, alpha, mde_pct / 100, kind='counted')
-    sides = (('a', plan.a), ('b', plan.b))
-    lines = {s.label: attribution(store, k, plan.counted, s.guest) for k, s in sides}
+    lines = {s.label: attribution(records, s.guest) for records, s in ((a, plan.a), (b, plan.b))}
     return CountedResult(plan.counted, diffs, store, lines, tuple(metrics.lost(a, b, 'counted')))
 
 
