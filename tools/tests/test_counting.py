@@ -10,7 +10,9 @@ or KLOC_COUNT_GUEST=/path/to/bzImage.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
 import os
 import re
@@ -24,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from kloc.bench import boots as counted_boots, counted as counted_runs, metrics
+from kloc.bench import boots as counted_boots, countstore, counted as counted_runs, metrics
 from kloc.counting.counts import (FIGURES, PHASE_ALL, PHASE_SINGLE, Counts, VcpuCounts,
                                   marker_define, parse_counts, per_packet, read_counts)
 from kloc.counting.errors import CountingError
@@ -892,6 +894,77 @@ class SeededX86(unittest.TestCase):
             self.skipTest(f'the seeds counted alike; not compared with the one-file '
                           f'plugin: {no_one_file}')
         self.assertEqual(but_version(plugin_json[3]), but_version(plugin_json[0]))
+
+
+class StoredX86(unittest.TestCase):
+    """A counted boot is never run twice (bench/countstore.py): the default kernel's
+    x86_64 guest counted with seeds 0 and 1 into an empty store boots both; a second
+    command (a fresh store object on that folder) re-counts seed 0 as its check and
+    hands seed 1 on from the store, with figures equal to its boot's; a store whose
+    seed-0 counts were changed by one access fails the next command's check, is
+    dropped, and both seeds boot again."""
+
+    def test_reused_once_checked_and_dropped_when_the_check_differs(self) -> None:
+        guest_tests()
+        with release.using(cache_dir()), tempfile.TemporaryDirectory() as d:
+            tmp = Path(d)
+            tree = resolve(kernels.DEFAULT, '', cache_dir())
+            g = guest.Guest(tree, 'x86_64', 'slub')
+            if not g.image().is_file():
+                missing(f'no built {g.name} (make guest builds it)', 'x86_64')
+            topo = topology.get('x86_64_2n')
+            binary = guest.static_selftest('x86_64', tree.path / 'tools/testing/selftests',
+                                           tmp)
+            plugin, initrd = counted_runs.setup(binary, tmp, 'x86_64')
+            timeout = int(os.environ.get('TIMEOUT', '300'))
+            root = tmp / 'store'
+
+            def command(n: int) -> tuple[dict[int, guest.RunResult], str]:
+                """Seeds 0 and 1, JOBS=2, as one command: results by seed, and what it
+                said."""
+                out: dict[int, guest.RunResult] = {}
+                todo = deque(counted_boots.Boot('x', seed, g, initrd, topo, timeout,
+                                                tmp / f'cmd{n}-{seed}.log', plugin)
+                             for seed in (0, 1))
+
+                def done(b: counted_boots.Boot, r: guest.RunResult) -> bool:
+                    out[b.seed] = r
+                    return True
+                said = io.StringIO()
+                with contextlib.redirect_stderr(said):
+                    counted_boots.run(todo, 2, done, countstore.CountStore(root))
+                sys.stderr.write(said.getvalue())
+                return out, said.getvalue()
+
+            first, said1 = command(1)
+            second, said2 = command(2)
+            entry = next(p for p in root.rglob('*.json')
+                         if '"-seed", "0"' in json.loads(p.read_text())['key']['args'])
+            stored = json.loads(entry.read_text())
+            counts = json.loads(stored['counts'])
+            counts['phases'][0]['vcpus'][0]['loads'] += 1
+            stored['counts'] = json.dumps(counts)
+            entry.write_text(json.dumps(stored))
+            third, said3 = command(3)
+            kept = len(list(root.rglob('*.json')))
+        for results in (first, second, third):
+            for seed in (0, 1):
+                self.assertTrue(results[seed].ok, results[seed].why)
+        figures = [{s: r[s].record['counted'] for s in (0, 1)}    # type: ignore[index]
+                   for r in (first, second, third)]
+        self.assertEqual(figures[0], figures[1])
+        self.assertEqual(figures[0], figures[2])
+        self.assertEqual(kept, 2)           # the third command's, stored anew
+        self.assertNotIn('counted before', said1)
+        self.assertNotIn('stored', first[1].record or {})
+        self.assertIn('seed 0: counted before; counted again as this command', said2)
+        self.assertIn('counted exactly what was stored', said2)
+        self.assertIn('seed 1: counted before, with the same bytes loaded', said2)
+        self.assertNotIn('stored', second[0].record or {})
+        self.assertIn('stored', second[1].record or {})
+        self.assertIn("stored counts dropped: x seed 0, counted again as the check: the "
+                      "plugin counted otherwise (first in 'phases')", said3)
+        self.assertNotIn('stored', third[1].record or {})
 
 
 class BootX86(_Boot):

@@ -21,7 +21,12 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
+from kloc import progress
+from kloc.atomicfile import write_text
+from kloc.bench import countstore
+from kloc.bench.countstore import CountStore, Stored
 from kloc.counting.plugin import Plugin
+from kloc.errors import KlocError
 from kloc.guests import guest
 from kloc.qemu.topology import Topology
 
@@ -47,26 +52,127 @@ def _boot(b: Boot) -> guest.RunResult:
     return guest.run(b.guest, b.initrd, b.topology, b.timeout, b.log, b.plugin, b.seed)
 
 
-def run(todo: deque[Boot], jobs: int, done: Done) -> None:
+def _key(store: CountStore, b: Boot) -> dict[str, str] | None:
+    """The boot's key in the store (countstore.boot_key), or None where a file it
+    loads cannot be read: the boot then runs, and its failure says why."""
+    counts = guest.counts_path(b.log)
+    try:
+        cmd = guest.counted_command(b.guest, b.initrd, b.topology, b.plugin, counts, b.seed)
+        return store.key(cmd, counts)
+    except (OSError, KlocError):
+        return None
+
+
+def _reuse(b: Boot, stored: Stored) -> guest.RunResult:
+    """A stored boot as if it ran now: its console and counts where the boot's would
+    be, its figures computed from them by today's code."""
+    counts = guest.counts_path(b.log)
+    write_text(b.log, stored.console)
+    write_text(counts, stored.counts)
+    r = guest.result(stored.console, stored.seconds, b.topology, counts, b.seed)
+    if r.record is not None:
+        r.record['stored'] = stored.digest
+    return r
+
+
+def _save(store: CountStore, key: dict[str, str], b: Boot, r: guest.RunResult) -> None:
+    try:
+        store.save(key, b.log.read_text(errors='replace'),
+                   guest.counts_path(b.log).read_text(errors='replace'), r.seconds)
+    except OSError as e:
+        progress.say(f'{b.side} seed {b.seed}: its counts were not stored ({e}); the '
+                     'next command counts it again')
+
+
+def run(todo: deque[Boot], jobs: int, done: Done, store: CountStore | None = None) -> None:
     """Run the boots of todo, up to jobs at once, started in todo's order; done() for
     each as it ends. done() may append to todo (a retry). An error raised in a boot or
-    in done() stops the starting of others, waits for those running, and is raised."""
+    in done() stops the starting of others, waits for those running, and is raised.
+
+    With a store (countstore.for_command()), each good boot is stored, and a boot
+    counted before is handed on from the store without booting, once one of them
+    has been re-counted in this command and counted what was stored; a re-count that
+    differs drops the store, and the boots held for it run."""
     jobs = max(1, jobs)
-    running: dict[Future[guest.RunResult], Boot] = {}
+    running: dict[Future[guest.RunResult],
+                  tuple[Boot, dict[str, str] | None, Stored | None]] = {}
+    held: list[tuple[Boot, Stored]] = []    # stored, waiting for the check
+    checking = False
     go_on = True
+    reused = 0
+
+    def hand(b: Boot, r: guest.RunResult) -> None:
+        nonlocal go_on
+        if not done(b, r):
+            go_on = False
+
+    def stored_boot(b: Boot, stored: Stored) -> None:
+        nonlocal reused
+        reused += 1
+        progress.say(f'{b.side} seed {b.seed}: counted before, with the same bytes '
+                     f'loaded; its stored counts reused ({stored.digest[:12]})')
+        hand(b, _reuse(b, stored))
+
+    def ended(b: Boot, key: dict[str, str] | None, stored: Stored | None,
+              r: guest.RunResult) -> None:
+        nonlocal checking
+        if store is None or key is None:
+            hand(b, r)
+            return
+        if stored is not None:
+            checking = False
+        if stored is not None and r.ok:
+            why = countstore.differs(stored, b.log.read_text(errors='replace'),
+                                     guest.counts_path(b.log).read_text(errors='replace'))
+            if why:
+                store.drop(f'{b.side} seed {b.seed}, counted again as the check: {why} '
+                           f'than its stored boot {stored.digest[:12]}')
+                todo.extendleft(reversed([h for h, _ in held]))
+            else:
+                store.checked = True
+                progress.say(f'{b.side} seed {b.seed}, counted again as the check, counted '
+                             'exactly what was stored: stored boots are reused')
+            rest = [] if why else held[:]
+            held.clear()
+            if r.ok:
+                _save(store, key, b, r)
+            hand(b, r)
+            for hb, hs in rest:
+                if go_on:
+                    stored_boot(hb, hs)
+            return
+        if r.ok:
+            _save(store, key, b, r)
+        hand(b, r)
+
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix='counted-boot') as pool:
         try:
             while True:
                 while go_on and todo and len(running) < jobs:
                     b = todo.popleft()
-                    running[pool.submit(_boot, b)] = b
+                    key = _key(store, b) if store is not None else None
+                    stored = store.lookup(key) if store is not None and key else None
+                    if stored is not None and store is not None and store.checked:
+                        stored_boot(b, stored)
+                        continue
+                    if stored is not None and checking:
+                        held.append((b, stored))
+                        continue
+                    if stored is not None:
+                        checking = True
+                        progress.say(f'{b.side} seed {b.seed}: counted before; counted '
+                                     'again as this command\'s check of the stored counts')
+                    running[pool.submit(_boot, b)] = (b, key, stored)
                 if not running:
+                    if reused and store is not None:
+                        progress.say(f'{reused} counted boots reused from {store.root}; '
+                                     'this command re-counted one of them as its check')
                     return
-                ended, _ = wait(running, return_when=FIRST_COMPLETED)
-                for f in sorted(ended, key=lambda f: (running[f].seed, running[f].side)):
-                    b = running.pop(f)
-                    if not done(b, f.result()):
-                        go_on = False
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for f in sorted(finished, key=lambda f: (running[f][0].seed,
+                                                         running[f][0].side)):
+                    b, key, stored = running.pop(f)
+                    ended(b, key, stored, f.result())
         except BaseException:
             for f in running:
                 f.cancel()

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kloc import progress
-from kloc.bench import boots
+from kloc.bench import boots, countstore
 from kloc.digest import sha256_file
 from kloc.counting.plugin import PLUGIN_NAME, PLUGIN_VERSION, Plugin
 from kloc.guests import guest
@@ -60,13 +60,23 @@ class AbPlan:
     jobs: int = 1             # counted boots at once (JOBS); timed runs: one at a time
 
     def counted_key(self) -> dict[str, str]:
-        """The counted runs' store key: the timed key, plus the plugin."""
+        """The counted runs' store key: what the boots load, by content (each image,
+        the initramfs, the plugin, QEMU), and how they are run; not where a tree is
+        nor its version, which the images' bytes name (a KDIR edited since builds
+        another image, and is not resumed). Each boot is also stored by the bytes of
+        all it loads (countstore.py), across comparisons."""
         assert self.plugin is not None
-        return dict(self.key, counted=f'{PLUGIN_NAME} {PLUGIN_VERSION}',
+        key = {k: v for k, v in self.key.items() if k not in WHERE}
+        return dict(key, counted=f'{PLUGIN_NAME} {PLUGIN_VERSION}',
                     plugin=self.plugin.path.parent.name,
                     selftest_args=' '.join(counted_args()), clock='icount',
                     randomness=f'QEMU -seed k for pair k, {" ".join(guest.RTC_FIXED)}, '
                     'build stamp fixed')
+
+
+# The parts of a timed key that name where the kernels came from rather than what
+# they are: the counted key leaves them to the images' sha256s.
+WHERE = ('base', 'patch', 'series', 'tree', 'kernel', 'kdir')
 
 
 def selftest_args(seconds: float) -> list[str]:
@@ -230,7 +240,7 @@ def run_counted(plan: AbPlan) -> Store:
         queue(b.side, b.seed)      # the same seed again
         return True
 
-    boots.run(todo, plan.jobs, done)
+    boots.run(todo, plan.jobs, done, countstore.for_command())
     if failure:
         raise failure[0]
     return store

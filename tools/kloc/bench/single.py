@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kloc import progress
 from kloc.atomicfile import write_text
-from kloc.bench import boots, counted as counted_runs
+from kloc.bench import countstore, boots, counted as counted_runs
 from kloc.guests import guest, its_boot, msi
 from kloc.its import model
 from kloc.its.figures import Boots, lines as its_lines
@@ -92,7 +92,7 @@ def run(req: Request, g: guest.Guest, topo: topology.Topology,
              + f'; counts in {c.record["counts_file"]}')
         return True
 
-    boots.run(todo, req.jobs, done)
+    boots.run(todo, req.jobs, done, countstore.for_command())
     for text in failed:
         emit(text)
     return not failed

@@ -484,7 +484,7 @@ def run(guest: Guest, initrd: Path, topo: Topology, timeout: int,
     figures under 'counted', and the plugin's JSON beside the console; seed: its
     randomness and clock fixed (seed_args), and recorded.
     timeout: a timed boot's; a counted boot gets COUNTED_SLOWDOWN times it."""
-    counts = console_log.with_name(console_log.stem + '.counts.json')
+    counts = counts_path(console_log)
     if plugin is None:
         cmd = qemu_command(guest, initrd, topo)
     else:
@@ -502,10 +502,23 @@ def run(guest: Guest, initrd: Path, topo: Topology, timeout: int,
         out += f'\n[kloc: killed after {timeout} s]\n'
     secs = time.monotonic() - start
     write_text(console_log, out)
+    return result(out, secs, topo, counts if plugin is not None else None, seed)
+
+
+def counts_path(console_log: Path) -> Path:
+    """Where a counted boot's plugin JSON goes: beside its console."""
+    return console_log.with_name(console_log.stem + '.counts.json')
+
+
+def result(out: str, secs: float, topo: Topology, counts: Path | None,
+           seed: int | None = None) -> RunResult:
+    """A boot's result from its console (out) and, for a counted boot, the plugin's
+    raw counts in the file counts: the figures are computed here, from them, so a
+    stored boot's (bench/countstore.py) are those of the code that reads them now."""
     record, why = parse_console(out)
     if record and not why:
         why = check_machine(record, topo)
-    if record and not why and plugin is not None:
+    if record and not why and counts is not None:
         try:
             c = read_counts(counts)
             ix = c.vcpu_index
