@@ -72,7 +72,7 @@ help:
 	@echo '  make guest       build a minimal guest (ARCH=, ALLOC=slub|slab) and run the kselftest once'
 	@echo '  make compare     SLUB vs SLAB guests (the newest kernel with SLAB), interleaved: table, JSON, SVG plot'
 	@echo "  make review      PATCH=file: base vs patched kernel (KERNEL=$$($(KLOC) registry newest) by default), KUnit + loopback A/B (timed and counted); report"
-	@echo '  make bench-aa    REPEATS= A/A reviews at review'"'"'s defaults: how often the verdict calls a null difference'
+	@echo '  make bench-aa    REPEATS= layout-only A/A'"'"' reviews at review'"'"'s defaults, and two sanity checks: how often the verdict calls a change'
 	@echo '  make bench-plugin-cost  RUNS= boots each: no plugin, kloc-count, cache.c (icount) and timed: wall time, peak RSS'
 	@echo '  make mutants     apply each mutant to a copy of the tree; each must be caught'
 	@echo '  make known-failures  each known upstream failure of KERNEL= fails stock and passes with its fix'

@@ -171,6 +171,34 @@ class Welch(unittest.TestCase):
         self.assertLess(hits / 2000, 0.065)
 
 
+class Paired(unittest.TestCase):
+    """The paired glue against values worked by hand: d = (0.1, 0.3, -0.1, 0.2, 0.1),
+    mean 0.12, sd 0.14832, t = 0.12 / (0.14832 / sqrt 5) = 1.8091 with 4 df, two-sided
+    p 0.1447 (a t table: t(0.9, 4) = 1.533, t(0.95, 4) = 2.132, so 0.1 < p < 0.2)."""
+
+    def test_by_hand(self) -> None:
+        a = [1.0, 2.0, 3.0, 4.0, 5.0]
+        b = [1.1, 2.3, 2.9, 4.2, 5.1]
+        p = stats.paired(a, b)
+        self.assertEqual((p.n, p.agree), (5, 4))
+        self.assertAlmostEqual(p.p, 0.14470, places=4)
+        self.assertGreater(p.r, 0.99)
+
+    def test_every_pair_equal_is_no_change_without_a_test(self) -> None:
+        p = stats.paired([3.0, 1.0, 2.0], [3.0, 1.0, 2.0])
+        self.assertEqual((p.p, p.agree), (1.0, 0))
+
+    def test_every_pair_moved_alike(self) -> None:
+        p = stats.paired([1.0, 2.0, 3.0], [2.0, 3.0, 4.0])
+        self.assertEqual((p.p, p.agree), (0.0, 3))
+
+    def test_refusals(self) -> None:
+        with self.assertRaisesRegex(stats.StatsError, 'two or more pairs'):
+            stats.paired([1.0], [1.0])
+        with self.assertRaisesRegex(stats.StatsError, 'as many a side'):
+            stats.paired([1.0, 2.0], [1.0, 2.0, 3.0])
+
+
 class CountedVerdicts(unittest.TestCase):
     """Counted figures are judged with Welch's test, lower being better."""
 

@@ -1,13 +1,22 @@
 # SPDX-License-Identifier: GPL-2.0
-"""make bench-aa's findings: how often an A/A review's counted verdict calls a
-difference, each review's raw p, and three checks for a bias between the sides.
+"""make bench-aa's findings: how often an A/A' review's counted verdict calls a
+difference, each review's raw p, how far pairing by seed holds, and three
+checks for a bias between the sides.
 
-Each A/A review is a folder OUT/bench-aa/<i>/review/<name>/ written by make
-review: review.json (the verdict, each figure's raw and Holm p) and
-counted.jsonl (every counted boot, read pair by pair: by seed). A review is either
-of one image on both sides (AA=1) or of a comment-only patch (two builds
-that differ in their build stamp only). Under the null both kinds call a
-difference at most ALPHA of the time.
+Each review is a folder OUT/bench-aa/<i>/review/<name>/ written by make
+review: review.json (the verdict, each figure's raw and Holm p, how many
+symbols the patch moved) and counted.jsonl (every counted boot, read pair by
+pair: by seed). A review is of a layout-only patch (bench/layout.py: code and
+data nothing uses, so only where things sit changes: the A/A' reviews that
+matter), of one image on both sides (AA=1), or of a comment-only patch (whose
+images are identical): the last two are sanity checks, equal by construction.
+Under the null every kind calls a difference at most ALPHA of the time.
+
+Pairing: boot k of each side runs with seed k. For each figure of each review,
+the correlation of the sides over the seeds, the paired t-test's p (SciPy's
+ttest_rel) and how many seeds agree in sign say whether a paired test would
+gain power over Welch's, which the verdict uses, and whether it would call
+layout alone a change (docs/counting.md).
 
 The bias checks pool every boot of every review, each as its per cent
 difference from its own review's mean (so that reviews run at other times
@@ -24,6 +33,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from collections import Counter
+from statistics import median
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +55,7 @@ PRIMARY = tuple(n for n, v in metrics.COUNTED.items() if v[3])
 class Boot:
     side: str                       # 'a' or 'b', pair by pair (seed k: A, then B)
     values: dict[str, float]
+    seed: int = -1                  # -1: none recorded (boots before seeds)
 
 
 @dataclass(frozen=True)
@@ -61,9 +74,27 @@ class AaReview:
     figures: tuple[FigureTest, ...]
     boots: tuple[Boot, ...]
     verdict: str
+    moved: int = -1                 # symbols the patch moved in System.map; -1: unknown
 
     def called(self, alpha: float) -> bool:
         return any(f.p_holm < alpha for f in self.figures)
+
+    @property
+    def kind(self) -> str:
+        if not self.patch:
+            return 'one image'
+        return 'layout' if self.patch.startswith('layout-') else 'comment'
+
+    def paired(self, name: str) -> stats.Paired | None:
+        """Seed k of A against seed k of B for figure name, where both sides have the
+        same seeds (two or more)."""
+        by = {s: {b.seed: b.values[name] for b in self.boots
+                  if b.side == s and b.seed >= 0 and math.isfinite(b.values[name])}
+              for s in ('a', 'b')}
+        seeds = sorted(by['a'].keys() & by['b'].keys())
+        if len(seeds) < 2:
+            return None
+        return stats.paired([by['a'][k] for k in seeds], [by['b'][k] for k in seeds])
 
 
 @dataclass(frozen=True)
@@ -91,7 +122,8 @@ def _boots(path: Path) -> tuple[Boot, ...]:
             seed = record.get('seed')
             order = (seed if isinstance(seed, int) else n, str(run['side']), n)
             out.append((order, Boot(str(run['side']),
-                                    {k: _num(counted.get(k)) for k in PRIMARY})))
+                                    {k: _num(counted.get(k)) for k in PRIMARY},
+                                    seed if isinstance(seed, int) else -1)))
     return tuple(b for _, b in sorted(out, key=lambda x: x[0]))
 
 
@@ -106,8 +138,10 @@ def load(folder: Path, index: int) -> AaReview | None:
                                _num(f['p_holm']), str(f['verdict']))
                     for f in counted.get('figures', []) if f.get('primary'))
     patch = (doc.get('patch') or {}).get('file', '')
+    layout = (doc.get('loopback') or {}).get('layout') or {}
     return AaReview(index, Path(str(patch)).name if patch else '', figures,
-                    _boots(found[0].parent / 'counted.jsonl'), str(doc.get('verdict', '')))
+                    _boots(found[0].parent / 'counted.jsonl'), str(doc.get('verdict', '')),
+                    int(layout.get('moved', -1)))
 
 
 def collect(root: Path) -> list[AaReview]:
@@ -194,30 +228,86 @@ def _short(name: str) -> str:
     return metrics.COUNTED[name][2]
 
 
+def _verdict(text: str) -> str:
+    """A review's verdict, its first clause: 'no change in counts', 'inconclusive', ..."""
+    return re.split(r'[:,(]', text, maxsplit=1)[0].strip()[:28] or '-'
+
+
+def paired_called(r: AaReview, alpha: float) -> bool:
+    """Whether Holm over the primary figures' paired p's calls a change."""
+    ps = [p.p for n in PRIMARY if (p := r.paired(n)) is not None]
+    return bool(ps) and min(stats.holm(ps)) < alpha
+
+
+def _kinds(reviews: list[AaReview]) -> str:
+    n = Counter(r.kind for r in reviews)
+    return ', '.join(f'{n[k]} {KINDS[k]}' for k in KINDS if n[k])
+
+
+KINDS = {'layout': "layout-only (A/A': code and data nothing uses)",
+         'one image': 'one image on both sides (AA=1)',
+         'comment': 'comment-only (identical images)'}
+
+
 def report(reviews: list[AaReview], alpha: float) -> str:
-    """The table of reviews, the count of calls, the raw p's and the bias checks."""
+    """The table of reviews, the count of calls, pairing, the raw p's and the bias checks."""
     boots = {len(r.boots) // 2 for r in reviews}
-    lines = [f'bench-aa: {len(reviews)} A/A reviews, the counted verdict '
+    lines = [f'bench-aa: {len(reviews)} reviews, the counted verdict '
              f'({"/".join(map(str, sorted(boots)))} counted boots a side), alpha {alpha:g}',
-             '  one image: AA=1; patch: ' + (next((r.patch for r in reviews if r.patch), '')
-                                             or 'none run'),
-             '', '  #  sides      ' + ''.join(f'{_short(n)[:21]:<22}' for n in PRIMARY)
-             + '  called']
+             f'  {_kinds(reviews)}', '',
+             '  #  kind       symbols moved  verdict                       called  paired']
+    for r in reviews:
+        moved = f'{r.moved:,}' if r.moved >= 0 else '?'
+        lines.append(f'{r.index:>3}  {r.kind:<9}  {moved:>13}  {_verdict(r.verdict):<28}  '
+                     f'{"yes" if r.called(alpha) else "no":<6}  '
+                     f'{"yes" if paired_called(r, alpha) else "no"}')
+    lines += ['', 'Each figure: the change, Welch\'s p (the verdict\'s, before Holm), and '
+              'seed by seed:', 'the paired t-test\'s p, the sides\' correlation r over the '
+              'seeds, the seeds agreeing in sign.', '',
+              '  #  figure                     change     Welch p  paired p       r  agree']
     for r in reviews:
         by = {f.name: f for f in r.figures}
-        cells = ''.join(f'{f"{by[n].change_pct:+.3f}% p {by[n].p:.3g}" if n in by else "-":<22}'
-                        for n in PRIMARY)
-        lines.append(f'{r.index:>3}  {"patch" if r.patch else "one image":<9}  {cells}'
-                     f'{"yes" if r.called(alpha) else "no"}')
-    called = sum(r.called(alpha) for r in reviews)
-    n = len(reviews)
-    lines += ['', f'called a significant difference: {called} of {n} (Holm over the '
-              f'{len(PRIMARY)} primary figures; at most {alpha * n:g} expected; '
-              f'P(>= {called} of {n} | rate {alpha:g}) = {_binom_tail(called, n, alpha):.3g})']
+        for n in PRIMARY:
+            f, pr = by.get(n), r.paired(n)
+            if f is None:
+                continue
+            pair = (f'{pr.p:>8.3g}  {pr.r:>6.3f}  {pr.agree}/{pr.n}' if pr is not None
+                    else '       -       -  -')
+            lines.append(f'{r.index:>3}  {_short(n)[:24]:<24}  {f.change_pct:>+8.3f}%  '
+                         f'{f.p:>8.3g}  {pair}')
+    total, called_all = len(reviews), sum(r.called(alpha) for r in reviews)
+    lines += ['', f'called a significant difference: {called_all} of {total} (Holm over the '
+              f'{len(PRIMARY)} primary figures; at most {alpha * total:g} expected; '
+              f'P(>= {called_all} of {total} | rate {alpha:g}) = '
+              f'{_binom_tail(called_all, total, alpha):.3g})']
+    for kind in KINDS:
+        of = [r for r in reviews if r.kind == kind]
+        if not of:
+            continue
+        called = sum(r.called(alpha) for r in of)
+        verdicts = Counter(_verdict(r.verdict) for r in of)
+        lines += ['', f'{KINDS[kind]}: {len(of)} reviews',
+                  f'  called a change: {called} of {len(of)} (Holm over the {len(PRIMARY)} '
+                  f'primary figures; P(>= {called} | rate {alpha:g}) = '
+                  f'{_binom_tail(called, len(of), alpha):.3g}); a paired test would have '
+                  f'called {sum(paired_called(r, alpha) for r in of)}',
+                  '  verdicts: ' + ', '.join(f'{v} {k}' for v, k in verdicts.most_common())]
+        if kind == 'layout':
+            shifted = [r.moved for r in of if r.moved >= 0]
+            if shifted:
+                lines.append(f'  symbols moved: {min(shifted):,} to {max(shifted):,} a patch'
+                             + ('' if min(shifted) > 0 else
+                                '; a patch that moved none was not layout-only'))
+            for name in PRIMARY:
+                pairs = [r.paired(name) for r in of]
+                rs = [p.r for p in pairs if p is not None and math.isfinite(p.r)]
+                if rs:
+                    lines.append(f'  pairing, {_short(name)}: r median {median(rs):+.2f} '
+                                 f'(from {min(rs):+.2f} to {max(rs):+.2f}, {len(rs)} reviews)')
     low = {n: sum(f.p < alpha for r in reviews for f in r.figures if f.name == n)
            for n in PRIMARY}
     raw = ', '.join(f'{_short(n)} {k}' for n, k in low.items())
-    lines += [f'raw p < {alpha:g} (before Holm), per figure, of {n}: {raw}', '',
+    lines += ['', f'raw p < {alpha:g} (before Holm), per figure, of {total}: {raw}', '',
               'Bias checks, every boot in per cent of its review\'s mean:']
     for c in bias_checks(reviews):
         unit = '%/boot' if c.what.startswith('drift') else '%'

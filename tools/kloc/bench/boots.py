@@ -41,11 +41,16 @@ class Boot:
     timeout: int            # a timed boot's; guest.run gives a counted one more
     log: Path               # its console; the counts go beside it
     plugin: Plugin
+    label: str = ''         # what progress lines call it (the side's label); '': side
 
 
 # What the caller does with a boot that ended, in the calling thread: False stops
 # the starting of the boots still queued (those running end and are handed over).
 Done = Callable[[Boot, guest.RunResult], bool]
+
+
+def _name(b: Boot) -> str:
+    return f'{b.label or b.side} seed {b.seed}'
 
 
 def _boot(b: Boot) -> guest.RunResult:
@@ -80,7 +85,7 @@ def _save(store: CountStore, key: dict[str, str], b: Boot, r: guest.RunResult) -
         store.save(key, b.log.read_text(errors='replace'),
                    guest.counts_path(b.log).read_text(errors='replace'), r.seconds)
     except OSError as e:
-        progress.say(f'{b.side} seed {b.seed}: its counts were not stored ({e}); the '
+        progress.say(f'{_name(b)}: its counts were not stored ({e}); the '
                      'next command counts it again')
 
 
@@ -109,7 +114,7 @@ def run(todo: deque[Boot], jobs: int, done: Done, store: CountStore | None = Non
     def stored_boot(b: Boot, stored: Stored) -> None:
         nonlocal reused
         reused += 1
-        progress.say(f'{b.side} seed {b.seed}: counted before, with the same bytes '
+        progress.say(f'{_name(b)}: counted before, with the same bytes '
                      f'loaded; its stored counts reused ({stored.digest[:12]})')
         hand(b, _reuse(b, stored))
 
@@ -125,12 +130,12 @@ def run(todo: deque[Boot], jobs: int, done: Done, store: CountStore | None = Non
             why = countstore.differs(stored, b.log.read_text(errors='replace'),
                                      guest.counts_path(b.log).read_text(errors='replace'))
             if why:
-                store.drop(f'{b.side} seed {b.seed}, counted again as the check: {why} '
+                store.drop(f'{_name(b)}, counted again as the check: {why} '
                            f'than its stored boot {stored.digest[:12]}')
                 todo.extendleft(reversed([h for h, _ in held]))
             else:
                 store.checked = True
-                progress.say(f'{b.side} seed {b.seed}, counted again as the check, counted '
+                progress.say(f'{_name(b)}, counted again as the check, counted '
                              'exactly what was stored: stored boots are reused')
             rest = [] if why else held[:]
             held.clear()
@@ -160,7 +165,7 @@ def run(todo: deque[Boot], jobs: int, done: Done, store: CountStore | None = Non
                         continue
                     if stored is not None:
                         checking = True
-                        progress.say(f'{b.side} seed {b.seed}: counted before; counted '
+                        progress.say(f'{_name(b)}: counted before; counted '
                                      'again as this command\'s check of the stored counts')
                     running[pool.submit(_boot, b)] = (b, key, stored)
                 if not running:

@@ -208,7 +208,8 @@ def run_counted(plan: AbPlan) -> Store:
         number += 1
         side = sides[s]
         todo.append(boots.Boot(s, seed, side.guest, initrd, plan.topology, plan.timeout,
-                               consoles / f'{number:03d}-{side.label}.log', plugin))
+                               consoles / f'{number:03d}-{side.label}.log', plugin,
+                               side.label))
 
     for k in range(plan.counted):
         for s in sides:

@@ -312,3 +312,29 @@ def welch_ci(a: list[float], b: list[float], level: float = 0.95) -> Interval:
         return Interval(mb - ma, mb - ma, level)
     half = t_quantile(1 - (1 - level) / 2, welch_df(math.sqrt(va), math.sqrt(vb), n, m)) * se
     return Interval(mb - ma - half, mb - ma + half, level)
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Seed k of one side against seed k of the other."""
+    n: int              # pairs
+    r: float            # Pearson's correlation of the sides over the pairs (nan: constant)
+    p: float            # the paired t-test's two-sided p (1 where every pair is equal)
+    agree: int          # pairs whose difference has the sign of the mean difference
+
+
+def paired(a: list[float], b: list[float]) -> Paired:
+    """How far pairing by seed holds, and the paired t-test (SciPy's ttest_rel)."""
+    if len(a) != len(b) or len(a) < 2:
+        raise StatsError(f'{len(a)} and {len(b)} values: a paired test needs two or more '
+                         'pairs, as many a side')
+    d = [y - x for x, y in zip(a, b)]
+    mean = sum(d) / len(d)
+    agree = sum(1 for x in d if x and (x > 0) == (mean > 0))
+    from scipy.stats import pearsonr, ttest_rel
+    r = math.nan if len(set(a)) < 2 or len(set(b)) < 2 else float(pearsonr(a, b)[0])
+    if not any(d):
+        return Paired(len(d), r, 1.0, 0)
+    if len(set(d)) < 2:         # every pair moved alike: no spread, the sign is certain
+        return Paired(len(d), r, 0.0, agree)
+    return Paired(len(d), r, float(ttest_rel(b, a).pvalue), agree)

@@ -91,6 +91,10 @@ COMMANDS = (
     Command(name='html-report', fn=h.html_report,
             help='run.json and report.html in OUT from make test\'s phases', tree=False,
             extra=o.html_report, qemu=True),
+    Command(name='layout-patch', fn=h.layout_patch, kernel=kernels.NEWEST,
+            help='write layout-only patch INDEX (code and data nothing uses, for make '
+            'bench-aa\'s A/A\' reviews) against the tree, into OUT/bench-aa; print its path',
+            extra=o.layout_patch),
     Command(name='aa-report', fn=h.aa_report,
             help='make bench-aa\'s findings from its A/A reviews in OUT/bench-aa',
             tree=False, numbers=('alpha',)),

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kloc import defaults, paths, progress
-from kloc.bench import aa, compare, interleave, plugin_cost, single
+from kloc.bench import aa, compare, interleave, layout, plugin_cost, single
 from kloc.counting import plugin
 from kloc.kunitpy import known, report as kunit_report, runner, suites
 from kloc.lava import device as lava_device, lab as lava_lab, workflow as lava_workflow
@@ -331,6 +331,15 @@ def html_report(args: argparse.Namespace) -> int:
     out = _out(args).resolve()
     doc = run_main.document(args.title, args.label, run_main.phases(Path(args.phases)), out)
     print(run_main.write(out, doc).with_name('report.html'))
+    return 0
+
+
+def layout_patch(args: argparse.Namespace) -> int:
+    """make bench-aa: layout-only patch INDEX against the tree, in OUT/bench-aa."""
+    p = layout.make(_tree(args).path, args.index)
+    dest = _out_dir(args) / 'bench-aa' / f'layout-{p.index}.patch'
+    write_text(dest, p.text)
+    print(dest)
     return 0
 
 

@@ -214,6 +214,11 @@ def registry(sp: argparse.ArgumentParser) -> None:
                     'known-failures)')
 
 
+def layout_patch(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument('index', type=int, help='which patch: 0, 1, ... (they rotate over '
+                    'files and places)')
+
+
 def clean(sp: argparse.ArgumentParser) -> None:
     sp.add_argument('--check', action='store_true',
                     help='only say whether make clean may remove OUT (exit 2 if not)')

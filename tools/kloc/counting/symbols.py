@@ -154,3 +154,46 @@ def line_symbols(line: Line, syms: SymbolMap, arch: str) -> list[str]:
             out.append(syms.data[i].name)
         i += 1
     return out
+
+
+@dataclass(frozen=True)
+class Moved:
+    """How two builds' System.maps differ: what a patch did to the layout."""
+    common: int         # symbols (by name, one address each) in both
+    moved: int          # of those, at another address
+    added: int          # in the second only
+    removed: int        # in the first only
+
+    def to_json(self) -> dict[str, int]:
+        return {'common': self.common, 'moved': self.moved, 'added': self.added,
+                'removed': self.removed}
+
+
+def _addresses(path: Path) -> dict[str, int]:
+    """Each symbol name of a System.map that occurs once, and its address (a static
+    name defined in several files is left out: which is which cannot be told)."""
+    seen: dict[str, int] = {}
+    twice: set[str] = set()
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        try:
+            addr = int(parts[0], 16)
+        except ValueError:
+            continue
+        if parts[2] in seen:
+            twice.add(parts[2])
+        seen[parts[2]] = addr
+    return {k: v for k, v in seen.items() if k not in twice}
+
+
+def moved(a: Path, b: Path) -> Moved:
+    """How far the symbols of System.map b sit from those of a."""
+    for p in (a, b):
+        if not p.is_file():
+            raise CountingError(f'{p}: no System.map; it is in the guest build directory')
+    sa, sb = _addresses(a), _addresses(b)
+    common = sa.keys() & sb.keys()
+    return Moved(len(common), sum(sa[k] != sb[k] for k in common), len(sb.keys() - sa.keys()),
+                 len(sa.keys() - sb.keys()))

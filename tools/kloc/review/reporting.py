@@ -210,6 +210,13 @@ def _bench_lines(o: ReviewOutcome, opts: ReviewOptions, attribution: bool = True
     lines = ['Loopback benchmark: selftests/lo_counters in a guest',
              f'  config: tinyconfig + {frags}',
              f'  topology: {opts.bench_topology}']
+    if o.layout:
+        lines += textwrap.wrap(
+            f'layout: {o.layout["moved"]:,} of the {o.layout["common"]:,} symbols both '
+            f'System.maps name moved, {o.layout["added"]:,} added, '
+            f'{o.layout["removed"]:,} removed (each moved symbol perturbs a seed\'s '
+            'counts: docs/counting.md)', WIDTH - 2, initial_indent='  ',
+            subsequent_indent='    ')
     if opts.timed:
         lines += [f'  {opts.runs} timed runs a side, base and patched interleaved, on '
                   f'{o.key.get("runner", "this machine")};',
@@ -262,6 +269,7 @@ def _loopback_json(o: ReviewOutcome, opts: ReviewOptions) -> dict[str, object] |
     return {'topology': opts.bench_topology, 'runs_per_side': opts.runs if opts.timed else 0,
             'timed': 'run' if opts.timed else f'not run: {NO_TIMED}',
             'failed_runs': o.failed_runs, 'qemu_command': o.qemu_command, 'qemu': o.qemu,
+            'layout': o.layout or None,
             'key': o.key, 'figures': tables.to_json(o.diffs, 'base', 'patched', opts.alpha)}
 
 

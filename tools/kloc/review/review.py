@@ -25,6 +25,7 @@ from pathlib import Path
 
 from kloc import progress
 from kloc.bench import counted as counted_runs, interleave, metrics
+from kloc.counting import symbols
 from kloc.guests import guest, its_boot, msi, record
 from kloc.its import model
 from kloc.its.figures import Boots
@@ -116,6 +117,7 @@ class ReviewOutcome:
     failed_runs: dict[str, int] = field(default_factory=dict)
     qemu_command: list[str] = field(default_factory=list)
     qemu: dict[str, str] = field(default_factory=dict)     # interleave.qemu_used()
+    layout: dict[str, int] = field(default_factory=dict)   # symbols.moved(): base to patched
     key: dict[str, str] = field(default_factory=dict)
     reused: bool = False
     # Files of the base tree with uncommitted edits (hand edits of managed
@@ -410,3 +412,5 @@ def _bench(base: Tree, patched: Tree, patch: PatchInfo | None, opts: ReviewOptio
         outcome.counted = counted_runs.run(plan, opts.alpha, opts.mde)
     outcome.qemu_command = guest.qemu_command(ga, plan.a.initrd, topo)
     outcome.qemu = interleave.qemu_used(topo)
+    outcome.layout = symbols.moved(ga.build_dir() / 'System.map',
+                                   gb.build_dir() / 'System.map').to_json()
