@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kloc import procs
 from kloc.bench import counted as counted_runs, interleave, metrics, plot, tables
-from kloc.bench.store import open_store
+from kloc.bench.store import BenchRun, open_store
 from kloc.guests import guest
 from kloc.kcidb import schema as kcidb_schema
 from kloc.kunitpy import known
@@ -695,6 +695,29 @@ class MailOrder(unittest.TestCase):
         self.assertTrue(all(len(line) <= reporting.WIDTH for line in lines), text)
         self.assertLess(details, text.splitlines().index('Most contended cache lines, one '
                                                          'thread per CPU, last counted boot'))
+
+
+class StoredBoots(unittest.TestCase):
+    """The report says how many of the boots it compares came from the store of counted
+    boots (bench/countstore.py), and none where none did."""
+
+    def test_the_report_counts_the_reused_boots(self) -> None:
+        counted = metrics.compare(NOOP_A, NOOP_B, 0.05, kind='counted')
+        with tempfile.TemporaryDirectory() as tmp:
+            o, opts = noop_review(Path(tmp), counted, timed=False)
+            assert o.counted is not None
+            self.assertNotIn('counted before', reporting.render(o, opts))
+            for side, seed, stored in (('a', 0, True), ('a', 1, True), ('a', 2, True),
+                                       ('b', 0, False), ('b', 1, True), ('b', 2, False),
+                                       ('b', 3, True)):      # seed 3: not compared
+                record: dict[str, object] = {'seed': seed}
+                if stored:
+                    record['stored'] = 'd' * 64
+                o.counted.store.append(BenchRun(side, True, 1.0, record))
+            text = reporting.render(o, opts)
+        self.assertIn('Counted figures: 3 boots a side under the QEMU plugin\n  4 of the 6 '
+                      'were counted before, with the same bytes loaded: reused', text)
+        self.assertTrue(all(len(line) <= reporting.WIDTH for line in text.splitlines()))
 
 
 class NoTimedRuns(unittest.TestCase):

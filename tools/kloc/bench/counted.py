@@ -34,6 +34,11 @@ class CountedResult:
     attribution: dict[str, str]      # side label -> contended-lines table
     lost: tuple[str, ...] = ()       # figures some boots lack: not compared (metrics.lost)
 
+    def reused(self) -> int:
+        """How many of the boots compared were handed on from the store (countstore)."""
+        return sum(1 for s in ('a', 'b') for r in self.store.seeded(s, self.runs)
+                   if r.get('stored'))
+
 
 def setup(binary: Path, out: Path, arch: str) -> tuple[Plugin, Path]:
     """What counted boots need: the plugin, built (or found) for the installed
@@ -85,8 +90,12 @@ def report(result: CountedResult, a: str, b: str, alpha: float,
            attribution: bool = True) -> str:
     """The counted figures' table and (attribution) the contended lines, for a text
     report."""
-    lines = [f'Counted figures: {result.runs} boots a side under the QEMU plugin', '',
-             tables.render(result.diffs, a, b, alpha).rstrip('\n')]
+    reused = result.reused()
+    lines = [f'Counted figures: {result.runs} boots a side under the QEMU plugin']
+    if reused:
+        lines.append(f'  {reused} of the {2 * result.runs} were counted before, with the '
+                     'same bytes loaded: reused')
+    lines += ['', tables.render(result.diffs, a, b, alpha).rstrip('\n')]
     if not attribution:
         return '\n'.join(lines) + '\n'
     lines += ['', 'Most contended cache lines, one thread per CPU, last counted boot', '']
