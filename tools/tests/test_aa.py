@@ -6,6 +6,7 @@ be found; the boots as they are must not show one."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import tempfile
@@ -108,6 +109,29 @@ class Report(unittest.TestCase):
         self.assertIn('raw p < 0.05 (before Holm), per figure, of 4:', text)
         for what in ('boot order', 'the builds', 'drift'):
             self.assertIn(what, text)
+
+    def test_kinds_verdicts_and_pairing(self) -> None:
+        """A layout-only review (layout-N.patch) whose verdict is significant but below
+        the change of interest is no change called; a regression is one. Seeded boots
+        are paired by seed, and the report names the pairing and the seeded note."""
+        rng = random.Random(7)
+        bs = [aa.Boot(b.side, b.values, k // 2) for k, b in enumerate(boots(rng))]
+        below = dataclasses.replace(review(1, bs, 'layout-0.patch'), verdict=(
+            'no change of interest in counts, significant but below the change of '
+            'interest in 1 of 4 counted figures (false-sharing transfers)'), moved=812)
+        worse = dataclasses.replace(review(2, bs, 'layout-1.patch'),
+                                    verdict='regression in 1 of 4 counted figures (x)')
+        self.assertEqual((below.kind, below.a_change, worse.a_change),
+                         ('layout', False, True))
+        self.assertEqual(aa._verdict(below.verdict), 'no change of interest')
+        p = below.paired(aa.PRIMARY[0])
+        assert p is not None
+        self.assertEqual(p.n, 5)
+        text = aa.report([below, worse], 0.05)
+        self.assertIn('the verdict called a change (a regression or an improvement): 1 of 2',
+                      text)
+        self.assertIn('symbols moved: 812 to 812 a patch', text)
+        self.assertIn('seeded boots: boot k of each side is seed k', text)
 
     def test_boots_side_by_side_read_pair_by_pair(self) -> None:
         """Counted boots run JOBS at once and end in any order (issue 48, item 1): read

@@ -76,6 +76,12 @@ class AaReview:
     verdict: str
     moved: int = -1                 # symbols the patch moved in System.map; -1: unknown
 
+    @property
+    def a_change(self) -> bool:
+        """Whether the verdict called a change: a regression or an improvement (not a
+        significant difference below the change of interest)."""
+        return bool(re.match(r'(regression|improvement)', self.verdict))
+
     def called(self, alpha: float) -> bool:
         return any(f.p_holm < alpha for f in self.figures)
 
@@ -229,8 +235,10 @@ def _short(name: str) -> str:
 
 
 def _verdict(text: str) -> str:
-    """A review's verdict, its first clause: 'no change in counts', 'inconclusive', ..."""
-    return re.split(r'[:,(]', text, maxsplit=1)[0].strip()[:28] or '-'
+    """A review's verdict, its first clause, without 'in counts': 'no change',
+    'no significant difference', 'no change of interest', 'inconclusive', ..."""
+    first = re.split(r'[:,(]', text, maxsplit=1)[0].strip().removesuffix(' in counts')
+    return first[:28] or '-'
 
 
 def paired_called(r: AaReview, alpha: float) -> bool:
@@ -255,12 +263,15 @@ def report(reviews: list[AaReview], alpha: float) -> str:
     lines = [f'bench-aa: {len(reviews)} reviews, the counted verdict '
              f'({"/".join(map(str, sorted(boots)))} counted boots a side), alpha {alpha:g}',
              f'  {_kinds(reviews)}', '',
-             '  #  kind       symbols moved  verdict                       called  paired']
+             '                                                           significant',
+             '  #  kind       symbols moved  verdict                       Welch  paired  '
+             'a change']
     for r in reviews:
         moved = f'{r.moved:,}' if r.moved >= 0 else '?'
         lines.append(f'{r.index:>3}  {r.kind:<9}  {moved:>13}  {_verdict(r.verdict):<28}  '
-                     f'{"yes" if r.called(alpha) else "no":<6}  '
-                     f'{"yes" if paired_called(r, alpha) else "no"}')
+                     f'{"yes" if r.called(alpha) else "no":<5}  '
+                     f'{"yes" if paired_called(r, alpha) else "no":<6}  '
+                     f'{"yes" if r.a_change else "no"}')
     lines += ['', 'Each figure: the change, Welch\'s p (the verdict\'s, before Holm), and '
               'seed by seed:', 'the paired t-test\'s p, the sides\' correlation r over the '
               'seeds, the seeds agreeing in sign.', '',
@@ -287,8 +298,10 @@ def report(reviews: list[AaReview], alpha: float) -> str:
         called = sum(r.called(alpha) for r in of)
         verdicts = Counter(_verdict(r.verdict) for r in of)
         lines += ['', f'{KINDS[kind]}: {len(of)} reviews',
-                  f'  called a change: {called} of {len(of)} (Holm over the {len(PRIMARY)} '
-                  f'primary figures; P(>= {called} | rate {alpha:g}) = '
+                  f'  the verdict called a change (a regression or an improvement): '
+                  f'{sum(r.a_change for r in of)} of {len(of)}',
+                  f'  a significant difference: {called} of {len(of)} (Holm over the '
+                  f'{len(PRIMARY)} primary figures; P(>= {called} | rate {alpha:g}) = '
                   f'{_binom_tail(called, len(of), alpha):.3g}); a paired test would have '
                   f'called {sum(paired_called(r, alpha) for r in of)}',
                   '  verdicts: ' + ', '.join(f'{v} {k}' for v, k in verdicts.most_common())]
@@ -309,6 +322,10 @@ def report(reviews: list[AaReview], alpha: float) -> str:
     raw = ', '.join(f'{_short(n)} {k}' for n, k in low.items())
     lines += ['', f'raw p < {alpha:g} (before Holm), per figure, of {total}: {raw}', '',
               'Bias checks, every boot in per cent of its review\'s mean:']
+    if any(b.seed >= 0 for r in reviews for b in r.boots):
+        lines += ['  (seeded boots: boot k of each side is seed k, so boot order and drift',
+                  '  compare the seeds, which count differently by design, not the host\'s',
+                  '  time; they test for a bias only in unseeded runs)']
     for c in bias_checks(reviews):
         unit = '%/boot' if c.what.startswith('drift') else '%'
         lines.append(f'  {c.what:<32} {_short(c.figure):<24} {c.mean_pct:>+8.3f}{unit:<7} '
