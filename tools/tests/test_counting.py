@@ -826,6 +826,18 @@ class _Placement(_Locality):
         self.assertGreaterEqual(local.local, 2 * sweep)
 
 
+def counted_guest(tmp: Path) -> tuple[guest.Guest, topology.Topology, Plugin, Path, int]:
+    """The default kernel's built x86_64 guest on x86_64_2n, with the plugin and the
+    counted initramfs made in tmp, and a boot's timeout; skipped where it is not built."""
+    tree = resolve(kernels.DEFAULT, '', cache_dir())
+    g = guest.Guest(tree, 'x86_64', 'slub')
+    if not g.image().is_file():
+        missing(f'no built {g.name} (make guest builds it)', 'x86_64')
+    binary = guest.static_selftest('x86_64', tree.path / 'tools/testing/selftests', tmp)
+    plugin, initrd = counted_runs.setup(binary, tmp, 'x86_64')
+    return g, topology.get('x86_64_2n'), plugin, initrd, int(os.environ.get('TIMEOUT', '300'))
+
+
 class SeededX86(unittest.TestCase):
     """What varies between counted boots of one kernel is what the guest draws from the
     host: RDRAND and the RTC's date. With QEMU's -seed and the RTC on the virtual clock
@@ -841,15 +853,7 @@ class SeededX86(unittest.TestCase):
         guest_tests()
         with release.using(cache_dir()), tempfile.TemporaryDirectory() as d:
             tmp = Path(d)
-            tree = resolve(kernels.DEFAULT, '', cache_dir())
-            g = guest.Guest(tree, 'x86_64', 'slub')
-            if not g.image().is_file():
-                missing(f'no built {g.name} (make guest builds it)', 'x86_64')
-            topo = topology.get('x86_64_2n')
-            binary = guest.static_selftest('x86_64', tree.path / 'tools/testing/selftests',
-                                           tmp)
-            plugin, initrd = counted_runs.setup(binary, tmp, 'x86_64')
-            timeout = int(os.environ.get('TIMEOUT', '300'))
+            g, topo, plugin, initrd, timeout = counted_guest(tmp)
             # seed 0 alone, then seed 0 and seed 1 side by side (bench/boots.py, JOBS=2):
             # a counted boot counts the same whatever runs beside it
             plan = [[(0, plugin)], [(0, plugin), (1, plugin)]]
@@ -908,15 +912,7 @@ class StoredX86(unittest.TestCase):
         guest_tests()
         with release.using(cache_dir()), tempfile.TemporaryDirectory() as d:
             tmp = Path(d)
-            tree = resolve(kernels.DEFAULT, '', cache_dir())
-            g = guest.Guest(tree, 'x86_64', 'slub')
-            if not g.image().is_file():
-                missing(f'no built {g.name} (make guest builds it)', 'x86_64')
-            topo = topology.get('x86_64_2n')
-            binary = guest.static_selftest('x86_64', tree.path / 'tools/testing/selftests',
-                                           tmp)
-            plugin, initrd = counted_runs.setup(binary, tmp, 'x86_64')
-            timeout = int(os.environ.get('TIMEOUT', '300'))
+            g, topo, plugin, initrd, timeout = counted_guest(tmp)
             root = tmp / 'store'
 
             def command(n: int) -> tuple[dict[int, guest.RunResult], str]:
