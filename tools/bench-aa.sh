@@ -50,10 +50,14 @@ mkdir -p "$root"
 total=$((REPEATS + 2))
 
 review() {
-	local i=$1 what kind
+	local i=$1 what kind patch
 	if [ "$i" -le "$REPEATS" ]; then
-		what=(--patch "$(kloc layout-patch ${KERNEL:+--kernel "$KERNEL"} \
-			${KDIR:+--kdir "$KDIR"} --out "$OUT" $((i - 1)))")
+		if ! patch=$(kloc layout-patch ${KERNEL:+--kernel "$KERNEL"} \
+			${KDIR:+--kdir "$KDIR"} --out "$OUT" $((i - 1))); then
+			echo "review $i: FAILED: no layout-only patch $((i - 1)) (above)" >&2
+			return 1
+		fi
+		what=(--patch "$patch")
 		kind="layout-only patch $((i - 1))"
 	elif [ "$i" = $((REPEATS + 1)) ]; then
 		what=(--aa --tag "$i")

@@ -906,7 +906,8 @@ class StoredX86(unittest.TestCase):
     command (a fresh store object on that folder) re-counts seed 0 as its check and
     hands seed 1 on from the store, with figures equal to its boot's; a store whose
     seed-0 counts were changed by one access fails the next command's check, is
-    dropped, and both seeds boot again."""
+    dropped, and both seeds boot again; a check boot that fails (a timeout) hands on
+    its failure, and the boot held for it boots (and fails) rather than being lost."""
 
     def test_reused_once_checked_and_dropped_when_the_check_differs(self) -> None:
         guest_tests()
@@ -915,11 +916,12 @@ class StoredX86(unittest.TestCase):
             g, topo, plugin, initrd, timeout = counted_guest(tmp)
             root = tmp / 'store'
 
-            def command(n: int) -> tuple[dict[int, guest.RunResult], str]:
+            def command(n: int, limit: int = timeout) -> tuple[dict[int, guest.RunResult],
+                                                               str]:
                 """Seeds 0 and 1, JOBS=2, as one command: results by seed, and what it
                 said."""
                 out: dict[int, guest.RunResult] = {}
-                todo = deque(counted_boots.Boot('x', seed, g, initrd, topo, timeout,
+                todo = deque(counted_boots.Boot('x', seed, g, initrd, topo, limit,
                                                 tmp / f'cmd{n}-{seed}.log', plugin)
                              for seed in (0, 1))
 
@@ -943,6 +945,9 @@ class StoredX86(unittest.TestCase):
             entry.write_text(json.dumps(stored))
             third, said3 = command(3)
             kept = len(list(root.rglob('*.json')))
+            # a check that does not count (killed after 12 s: a counted boot gets 12
+            # times the timeout) releases the boot held for it, which boots
+            fourth, said4 = command(4, limit=1)
         for results in (first, second, third):
             for seed in (0, 1):
                 self.assertTrue(results[seed].ok, results[seed].why)
@@ -961,6 +966,10 @@ class StoredX86(unittest.TestCase):
         self.assertIn("stored counts dropped: x seed 0, counted again as the check: the "
                       "plugin counted otherwise (first in 'phases')", said3)
         self.assertNotIn('stored', third[1].record or {})
+        self.assertIn('x seed 0: counted before; counted again as this command', said4)
+        self.assertEqual(sorted(fourth), [0, 1])
+        self.assertFalse(fourth[0].ok or fourth[1].ok)
+        self.assertIn('killed after 12 s', fourth[1].console_tail)
 
 
 class BootX86(_Boot):

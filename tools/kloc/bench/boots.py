@@ -113,10 +113,29 @@ def run(todo: deque[Boot], jobs: int, done: Done, store: CountStore | None = Non
 
     def stored_boot(b: Boot, stored: Stored) -> None:
         nonlocal reused
+        assert store is not None
+        r = _reuse(b, stored)
+        if not r.ok:        # today's checks refuse what was stored: boot it instead
+            store.bypass.add(stored.digest)
+            progress.say(f'{_name(b)}: its stored counts ({stored.digest[:12]}) fail '
+                         f'today\'s checks ({r.why}); it boots')
+            todo.appendleft(b)
+            return
         reused += 1
         progress.say(f'{_name(b)}: counted before, with the same bytes '
                      f'loaded; its stored counts reused ({stored.digest[:12]})')
-        hand(b, _reuse(b, stored))
+        hand(b, r)
+
+    def release(boot_them: bool) -> None:
+        """The boots held for the check: handed on from the store, or queued to boot."""
+        rest = held[:]
+        held.clear()
+        if boot_them:
+            todo.extendleft(reversed([h for h, _ in rest]))
+            return
+        for hb, hs in rest:
+            if go_on:
+                stored_boot(hb, hs)
 
     def ended(b: Boot, key: dict[str, str] | None, stored: Stored | None,
               r: guest.RunResult) -> None:
@@ -124,54 +143,58 @@ def run(todo: deque[Boot], jobs: int, done: Done, store: CountStore | None = Non
         if store is None or key is None:
             hand(b, r)
             return
-        if stored is not None:
-            checking = False
-        if stored is not None and r.ok:
-            why = countstore.differs(stored, b.log.read_text(errors='replace'),
-                                     guest.counts_path(b.log).read_text(errors='replace'))
-            if why:
-                store.drop(f'{_name(b)}, counted again as the check: {why} '
-                           f'than its stored boot {stored.digest[:12]}')
-                todo.extendleft(reversed([h for h, _ in held]))
-            else:
-                store.checked = True
-                progress.say(f'{_name(b)}, counted again as the check, counted '
-                             'exactly what was stored: stored boots are reused')
-            rest = [] if why else held[:]
-            held.clear()
+        if stored is None:
             if r.ok:
                 _save(store, key, b, r)
             hand(b, r)
-            for hb, hs in rest:
-                if go_on:
-                    stored_boot(hb, hs)
             return
-        if r.ok:
-            _save(store, key, b, r)
+        checking = False
+        if not r.ok:
+            # the check did not count: the boots held for it run (a retry of this one,
+            # if done() queues it, is the next check)
+            hand(b, r)
+            release(boot_them=True)
+            return
+        why = countstore.differs(stored, b.log.read_text(errors='replace'),
+                                 guest.counts_path(b.log).read_text(errors='replace'))
+        if why:
+            store.drop(f'{_name(b)}, counted again as the check: {why} than its stored '
+                       f'boot {stored.digest[:12]}')
+        else:
+            store.checked = True
+            progress.say(f'{_name(b)}, counted again as the check, counted exactly what '
+                         'was stored: stored boots are reused')
+        _save(store, key, b, r)
         hand(b, r)
+        release(boot_them=bool(why))
+
+    def start(b: Boot) -> None:
+        nonlocal checking
+        key = _key(store, b) if store is not None else None
+        stored = store.lookup(key) if store is not None and key else None
+        if store is not None and stored is not None:
+            if store.checked or stored.digest in store.saved:
+                # checked in this command, or counted by it a moment ago
+                stored_boot(b, stored)
+                return
+            if checking:
+                held.append((b, stored))
+                return
+            checking = True
+            progress.say(f'{_name(b)}: counted before; counted again as this '
+                         'command\'s check of the stored counts')
+        running[pool.submit(_boot, b)] = (b, key, stored)
 
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix='counted-boot') as pool:
         try:
             while True:
                 while go_on and todo and len(running) < jobs:
-                    b = todo.popleft()
-                    key = _key(store, b) if store is not None else None
-                    stored = store.lookup(key) if store is not None and key else None
-                    if stored is not None and store is not None and store.checked:
-                        stored_boot(b, stored)
-                        continue
-                    if stored is not None and checking:
-                        held.append((b, stored))
-                        continue
-                    if stored is not None:
-                        checking = True
-                        progress.say(f'{_name(b)}: counted before; counted '
-                                     'again as this command\'s check of the stored counts')
-                    running[pool.submit(_boot, b)] = (b, key, stored)
+                    start(todo.popleft())
                 if not running:
+                    assert not held or not go_on, 'boots held for a check that ended'
                     if reused and store is not None:
-                        progress.say(f'{reused} counted boots reused from {store.root}; '
-                                     'this command re-counted one of them as its check')
+                        progress.say(f'{reused} counted boot{"s" if reused > 1 else ""} '
+                                     f'reused from {store.root}')
                     return
                 finished, _ = wait(running, return_when=FIRST_COMPLETED)
                 for f in sorted(finished, key=lambda f: (running[f][0].seed,

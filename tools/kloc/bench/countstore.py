@@ -23,15 +23,20 @@ as untrusted: an entry that is not exactly what kloc writes, or whose key is
 not the boot's, is treated as absent (and said). Each command re-counts the
 first boot it would reuse, as a check, before it hands any stored boot on; a
 check that counts otherwise drops the whole store, says why, and boots
-everything. KLOC_REUSE_COUNTS=0 turns reuse (not storing) off.
+everything. A boot this command stored itself is reused without a check (the
+comment-only patch's side is the base's boots), and never serves as the check.
+A stored boot that today's checks refuse (guest.result) is booted instead.
+KLOC_REUSE_COUNTS=0 turns reuse (not storing) off.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import stat
+import tempfile
 from dataclasses import dataclass, field
 from hashlib import sha256
 from pathlib import Path
@@ -85,11 +90,11 @@ def _qemu(binary: str, memo: dict[tuple[str, int, int, int], str]) -> dict[str, 
         raise FileNotFoundError(f'{binary} is not on PATH')
     path = Path(found).resolve()
     out = {'qemu': _file_digest(path, memo)}
-    data = [SYSTEM_DATA]
+    data = [path.parent.parent / 'share' / 'qemu']     # <prefix>/bin -> <prefix>/share
     r = release.in_use()
     if r is not None and path.parent == r.bin_dir.resolve():
         out['qemu_binary'] = _file_digest(r.root / 'usr' / 'bin' / path.name, memo)
-        data.insert(0, r.root / 'usr' / 'share' / 'qemu')
+        data = [r.root / 'usr' / 'share' / 'qemu', SYSTEM_DATA]    # its -L, then these
     out['qemu_data'] = sha256('\n'.join(_folder_digest(d, memo) for d in data).encode()
                               ).hexdigest()
     return out
@@ -98,15 +103,22 @@ def _qemu(binary: str, memo: dict[tuple[str, int, int, int], str]) -> dict[str, 
 def _argument(arg: str, counts: Path, memo: dict[tuple[str, int, int, int], str]) -> str:
     """arg with each comma-separated part that names a file replaced by its sha256,
     and the counts file's path by a name."""
+    def named(path: str) -> str:
+        """'<counts>' or '<sha256:...>' if path names the counts or a file, else ''."""
+        if path == str(counts):
+            return '<counts>'
+        if os.path.isabs(path) and os.path.isfile(path):
+            return f'<sha256:{_file_digest(Path(path), memo)}>'
+        return ''
+
     parts = []
     for part in arg.split(','):
         name, eq, value = part.partition('=')
-        path = value if eq else part
-        if path == str(counts):
-            parts.append(f'{name}=<counts>' if eq else '<counts>')
-        elif os.path.isabs(path) and os.path.isfile(path):
-            d = f'<sha256:{_file_digest(Path(path), memo)}>'
-            parts.append(f'{name}={d}' if eq else d)
+        whole = named(part)         # first: a path may hold '='
+        if whole:
+            parts.append(whole)
+        elif eq and named(value):
+            parts.append(f'{name}={named(value)}')
         else:
             parts.append(part)
     return ','.join(parts)
@@ -128,10 +140,11 @@ def key_digest(key: dict[str, str]) -> str:
 def _entry(path: Path, digest: str, key: dict[str, str]) -> Stored | None:
     """The entry in path if it is one kloc wrote for key; None, said, if it is not."""
     try:
-        st = path.lstat()
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError('not a regular file')
-        d = json.loads(path.read_text(encoding='utf-8'))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, 'rb') as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ValueError('not a regular file')
+            d = json.loads(f.read().decode('utf-8'))
         if not isinstance(d, dict) or set(d) != {'format', 'key', 'console', 'counts',
                                                  'seconds'}:
             raise ValueError('not a stored boot')
@@ -144,7 +157,12 @@ def _entry(path: Path, digest: str, key: dict[str, str]) -> Stored | None:
         json.loads(d['counts'])
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            e = OSError('not a regular file: a symbolic link')
+        progress.say(f'stored counts {path}: not used ({e}); the boot runs')
+        return None
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         progress.say(f'stored counts {path}: not used ({e}); the boot runs')
         return None
     return Stored(digest, d['console'], d['counts'], float(d['seconds']))
@@ -157,6 +175,8 @@ class CountStore:
     reuse: bool = True
     checked: bool = False           # a reused boot was re-counted and counted alike
     memo: dict[tuple[str, int, int, int], str] = field(default_factory=dict)
+    saved: set[str] = field(default_factory=set)    # digests this command stored
+    bypass: set[str] = field(default_factory=set)   # stored, but refused today: boot them
 
     def _path(self, digest: str) -> Path:
         return self.root / digest[:2] / f'{digest}.json'
@@ -165,24 +185,31 @@ class CountStore:
         return boot_key(cmd, counts, self.memo)
 
     def lookup(self, key: dict[str, str]) -> Stored | None:
-        if not self.reuse:
-            return None
         digest = key_digest(key)
+        if not self.reuse or digest in self.bypass:
+            return None
         return _entry(self._path(digest), digest, key)
 
     def save(self, key: dict[str, str], console: str, counts: str, seconds: float) -> None:
-        path = self._path(key_digest(key))
+        digest = key_digest(key)
+        path = self._path(digest)
         trusted_dir(path.parent)
         atomicfile.write_text(path, json.dumps(
             {'format': FORMAT, 'key': key, 'console': console, 'counts': counts,
              'seconds': round(seconds, 2)}, sort_keys=True))
+        self.saved.add(digest)
 
     def drop(self, why: str) -> None:
         """Remove every stored boot, and reuse none for the rest of the command."""
         self.reuse = False
+        self.saved.clear()
         if self.root.is_dir() and not self.root.is_symlink():
-            gone = self.root.with_name(f'{self.root.name}.dropped-{os.getpid()}')
-            os.rename(self.root, gone)
+            gone = Path(tempfile.mkdtemp(prefix=f'.{self.root.name}.dropped-',
+                                         dir=self.root.parent))
+            try:
+                os.rename(self.root, gone)      # onto the empty folder: one step
+            except FileNotFoundError:
+                pass                            # another command dropped it first
             shutil.rmtree(gone, ignore_errors=True)
         progress.say(f'stored counts dropped: {why}; every counted boot of this command '
                      'runs')
