@@ -80,10 +80,17 @@ def _reuse(b: Boot, stored: Stored) -> guest.RunResult:
     return r
 
 
-def _save(store: CountStore, key: dict[str, str], b: Boot, r: guest.RunResult) -> None:
+def _ran(b: Boot) -> tuple[str, str]:
+    """What a boot that ran left: its console and the plugin's JSON, as text."""
+    return (b.log.read_text(errors='replace'),
+            guest.counts_path(b.log).read_text(errors='replace'))
+
+
+def _save(store: CountStore, key: dict[str, str], b: Boot, r: guest.RunResult,
+          ran: tuple[str, str] | None = None) -> None:
     try:
-        store.save(key, b.log.read_text(errors='replace'),
-                   guest.counts_path(b.log).read_text(errors='replace'), r.seconds)
+        console, counts = ran or _ran(b)
+        store.save(key, console, counts, r.seconds)
     except OSError as e:
         progress.say(f'{_name(b)}: its counts were not stored ({e}); the '
                      'next command counts it again')
@@ -155,8 +162,8 @@ def run(todo: deque[Boot], jobs: int, done: Done, store: CountStore | None = Non
             hand(b, r)
             release(boot_them=True)
             return
-        why = countstore.differs(stored, b.log.read_text(errors='replace'),
-                                 guest.counts_path(b.log).read_text(errors='replace'))
+        ran = _ran(b)
+        why = countstore.differs(stored, *ran)
         if why:
             store.drop(f'{_name(b)}, counted again as the check: {why} than its stored '
                        f'boot {stored.digest[:12]}')
@@ -164,7 +171,7 @@ def run(todo: deque[Boot], jobs: int, done: Done, store: CountStore | None = Non
             store.checked = True
             progress.say(f'{_name(b)}, counted again as the check, counted exactly what '
                          'was stored: stored boots are reused')
-        _save(store, key, b, r)
+        _save(store, key, b, r, ran)
         hand(b, r)
         release(boot_them=bool(why))
 
