@@ -950,11 +950,13 @@ static struct its_device *its_kunit_create_device(struct kunit *test, struct its
 }
 
 /*
- * Check that every page that [va, va + size) touches sits on @node.
- * NUMA_NO_NODE asks only that the memory be on some online node.
+ * Check that every page that [va, va + size) touches sits on @node, the
+ * node of @owner ("the ITS", "CPU 2"). NUMA_NO_NODE asks only that the
+ * memory be on some online node.
  */
-static void its_kunit_expect_on_node(struct kunit *test, const char *what,
-				     const void *va, size_t size, int node)
+static void its_kunit_expect_owned_on_node(struct kunit *test, const char *what,
+					   const void *va, size_t size, int node,
+					   const char *owner)
 {
 	const void *first = PTR_ALIGN_DOWN(va, PAGE_SIZE);
 	size_t i, pages;
@@ -971,9 +973,16 @@ static void its_kunit_expect_on_node(struct kunit *test, const char *what,
 					      what, i + 1, pages, nid);
 		else
 			KUNIT_EXPECT_EQ_MSG(test, nid, node,
-					    "%s page %zu of %zu (pfn %#lx) is on node %d, the ITS on node %d",
-					    what, i + 1, pages, page_to_pfn(page), nid, node);
+					    "%s page %zu of %zu (pfn %#lx) is on node %d, %s on node %d",
+					    what, i + 1, pages, page_to_pfn(page), nid, owner,
+					    node);
 	}
+}
+
+static void its_kunit_expect_on_node(struct kunit *test, const char *what,
+				     const void *va, size_t size, int node)
+{
+	its_kunit_expect_owned_on_node(test, what, va, size, node, "the ITS");
 }
 
 /* The bytes of @dev's ITT that the ITS uses. */
@@ -1364,10 +1373,62 @@ static void its_kunit_boot_its_on_node(struct kunit *test)
 		kunit_skip(test, "no ITS with a NUMA node on a multi-node system");
 }
 
+/*
+ * The tables the driver gives the redistributors, checked here: each
+ * possible CPU's LPI pending table, which its redistributor reads and
+ * writes on every LPI it sets, clears or looks for. The driver allocates
+ * them all at boot, from the boot CPU (allocate_lpi_tables(), __init): no
+ * allocation can be failed or watched through the seam, so the case checks
+ * what the boot left.
+ *
+ * Not checked, and why:
+ * - The LPI property table (gic_rdists->prop_table_va) is one table that
+ *   every redistributor reads (GICR_PROPBASER must be the same on all of
+ *   them): whichever node it is on, the redistributors of the other nodes
+ *   read it remotely. No node is the right one, so no case could fail.
+ * - The GICv4 tables: a vPE's pending table (vpt_page, its_vpe_init()),
+ *   a VM's vPE property table (vprop_page) and, on GICv4.1, vpe_l1_base.
+ *   The driver allocates them only when KVM creates a VM on a GICv4 (4.1
+ *   for vpe_l1_base), and the package's guests have a GICv3 without
+ *   virtualization.
+ */
+
+/*
+ * Each possible CPU's LPI pending table on that CPU's node. A CPU whose
+ * table firmware preallocated has none here (pend_page is NULL: the
+ * driver freed its own when the CPU came up); it is not checked.
+ */
+static void its_kunit_lpi_pending_tables_on_their_cpu_node(struct kunit *test)
+{
+	int cpu, checked = 0;
+	char what[64], owner[16];
+
+	if (!gic_rdists || !gic_rdists->rdist)
+		kunit_skip(test, "no redistributors with LPIs");
+	if (num_online_nodes() < 2)
+		kunit_skip(test, "needs two online NUMA nodes");
+	for_each_possible_cpu(cpu) {
+		struct page *pend_page = gic_data_rdist_cpu(cpu)->pend_page;
+
+		if (!pend_page) {
+			kunit_info(test, "CPU %d: pending table preallocated by firmware\n", cpu);
+			continue;
+		}
+		snprintf(what, sizeof(what), "LPI pending table of CPU %d", cpu);
+		snprintf(owner, sizeof(owner), "CPU %d", cpu);
+		its_kunit_expect_owned_on_node(test, what, page_address(pend_page),
+					       LPI_PENDBASE_SZ, cpu_to_node(cpu), owner);
+		checked++;
+	}
+	if (!checked)
+		kunit_skip(test, "every CPU's pending table was preallocated by firmware");
+}
+
 static struct kunit_case its_kunit_placement_cases[] __refdata = {
 	KUNIT_CASE_PARAM(its_kunit_probe_places_all_on_node, its_kunit_placement_gen_params),
 	KUNIT_CASE(its_kunit_itts_on_their_its_node),
 	KUNIT_CASE(its_kunit_boot_its_on_node),
+	KUNIT_CASE(its_kunit_lpi_pending_tables_on_their_cpu_node),
 	{}
 };
 
