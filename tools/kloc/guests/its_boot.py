@@ -7,7 +7,8 @@ msi.py) boots on a topology with a virtio-rng PCI device, the topology's DTB
 kernel's, which QEMU cannot trace), with QEMU's trace events for the ITS and
 the UART written to a file; kloc.its=N runs the workload. The trace, read by
 kloc.its, gives the ITS's table reads per interrupt (its.figures): exact
-counts of that boot.
+counts of that boot; and the target CPUs' redistributors' LPI table accesses,
+QEMU's code as a model over the boot's counts (its.redist).
 """
 
 from __future__ import annotations
@@ -123,7 +124,8 @@ def run(g: Guest, initrd: Path, topo: Topology, timeout: int, out: Path,
     with log.open(errors='replace') as f:
         t.feed_all(f)
     try:
-        fig = figures(t, topo.name, its_has_node=topo.its_node is not None)
+        fig = figures(t, topo.name, its_has_node=topo.its_node is not None,
+                      cpu_nodes=trace.cpu_nodes(cmd))
     except ItsFiguresError as e:
         raise GuestError(f'{g.name} on {topo.name}: {e} (trace: {log})') from None
     progress.say(f'{g.name}: MSI workload on {topo.name} in {time.monotonic() - start:.0f} s')

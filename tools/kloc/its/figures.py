@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kloc.errors import KlocError
+from kloc.its import redist
+from kloc.its.redist import RedistError, Target
 from kloc.its.trace import TABLES, ItsTrace, Window
 
 RESULT = re.compile(r'^kloc-its: result requests=(\d+) bytes=(\d+) interrupts=(\d+) '
@@ -60,6 +62,8 @@ class ItsFigures:
     moved: int | None = None    # interrupts the guest moved in the window (2 commands each)
     # False: the ITS has no node, and its_node is the node reads are local to
     its_has_node: bool = True
+    # the target CPUs' redistributors (redist.py: a model over traced counts)
+    redist: tuple[Target, ...] = ()
 
     def per_interrupt(self, table: str) -> tuple[float, float]:
         """(local, remote) reads of table per interrupt."""
@@ -97,7 +101,14 @@ class ItsFigures:
                 'per_interrupt': per, 'local_per_interrupt': self.local,
                 'remote_per_interrupt': self.remote, 'exact': self.exact,
                 'reads': {r.table: {'local': r.local, 'remote': r.remote}
-                          for r in (*self.msi, self.cmd)}}
+                          for r in (*self.msi, self.cmd)},
+                'redistributor': {
+                    'model': 'QEMU\'s redistributor code over traced counts; local and '
+                             'remote to the target CPU\'s node',
+                    'targets': [t.to_json() for t in self.redist],
+                    'per_interrupt': {t: dict(zip(('local', 'remote'),
+                                                  redist.per_interrupt(self.redist, t)))
+                                      for t in redist.TABLES}}}
 
 
 @dataclass(frozen=True)
@@ -110,7 +121,9 @@ class Boots:
 
     @staticmethod
     def shape(f: ItsFigures) -> tuple[tuple[float, float], ...]:
-        return tuple(f.per_interrupt(t) for t in MSI_TABLES) + ((f.cmd.local, f.cmd.remote),)
+        return (tuple(f.per_interrupt(t) for t in MSI_TABLES) + ((f.cmd.local, f.cmd.remote),)
+                + tuple(redist.per_interrupt(f.redist, t) for t in redist.TABLES
+                        if f.redist))
 
     @property
     def agree(self) -> bool:
@@ -147,9 +160,11 @@ def _reads(w: Window, path: str, table: str) -> Reads:
     return Reads(table, w.count(path, table, 0), w.count(path, table, 1))
 
 
-def figures(trace: ItsTrace, topology: str, its_has_node: bool = True) -> ItsFigures:
+def figures(trace: ItsTrace, topology: str, its_has_node: bool = True,
+            cpu_nodes: dict[int, int] | None = None) -> ItsFigures:
     """The one window of a finished trace, as ItsFigures (ItsFiguresError if not).
-    its_has_node False: the trace's its_node is only the node reads are local to."""
+    its_has_node False: the trace's its_node is only the node reads are local to.
+    cpu_nodes (each CPU's node): also the target CPUs' redistributors (redist.py)."""
     if trace.unparsed:
         raise ItsFiguresError(f'{trace.unparsed} trace lines did not parse, the '
                               f'first: {trace.unreadable[0]!r}')
@@ -169,10 +184,20 @@ def figures(trace: ItsTrace, topology: str, its_has_node: bool = True) -> ItsFig
     if w.interrupts == 0:
         raise ItsFiguresError(f'the ITS translated no MSI in the window of {requests} '
                               'requests: is the device\'s MSI-X going through the ITS?')
+    rd: tuple[Target, ...] = ()
+    if cpu_nodes is not None:
+        if sum(w.targets.values()) != w.interrupts:
+            raise ItsFiguresError(f'{sum(w.targets.values())} of the window\'s '
+                                  f'{w.interrupts} MSIs read a valid collection: the '
+                                  'target CPUs are not all known')
+        try:
+            rd = redist.targets(w.targets, w.acked, trace.rd_regs, cpu_nodes, trace.node_of)
+        except RedistError as e:
+            raise ItsFiguresError(str(e)) from None
     return ItsFigures(topology, trace.its_node, requests, w.interrupts, guest_ints, devid,
                       tuple(_reads(w, 'msi', t) for t in MSI_TABLES),
                       _reads(w, 'cmd', 'cmd'), None if node is None else int(node),
-                      None if moved is None else int(moved), its_has_node)
+                      None if moved is None else int(moved), its_has_node, rd)
 
 
 def lines(f: ItsFigures) -> list[str]:
@@ -192,19 +217,22 @@ def lines(f: ItsFigures) -> list[str]:
                f'{f.cmd.remote:>7}  (in the window, not per interrupt)')
     if not f.exact:
         out.append('  (not every interrupt read the same tables: the figures are means)')
+    if f.redist:
+        out += redist.lines(f.redist)
     return out
 
 
-def _pairs(pairs: list[tuple[float, float]]) -> str:
+def _pairs(pairs: list[tuple[float, float]], fmt: str = '.3g') -> str:
     """Each boot's local/remote: once when they agree, else each distinct pair."""
-    return ','.join(f'{loc:.3g}/{rem:.3g}' for loc, rem in dict.fromkeys(pairs))
+    return ','.join(f'{loc:{fmt}}/{rem:{fmt}}' for loc, rem in dict.fromkeys(pairs))
 
 
 def side_by_side(topology: str, base: Boots, patched: Boots) -> list[str]:
     """Base against patched on one topology, local/remote reads per interrupt, in
     72 columns; where a side's boots differ, each distinct pair."""
-    def row(label: str, get: Callable[[ItsFigures], tuple[float, float]]) -> str:
-        b, p = (_pairs([get(f) for f in side.boots]) for side in (base, patched))
+    def row(label: str, get: Callable[[ItsFigures], tuple[float, float]],
+            fmt: str = '.3g') -> str:
+        b, p = (_pairs([get(f) for f in side.boots], fmt) for side in (base, patched))
         return f'    {label:<38} {b:>9} {p:>9}'
     f0 = base.first
     n = len(base.boots)
@@ -218,6 +246,16 @@ def side_by_side(topology: str, base: Boots, patched: Boots) -> list[str]:
     rows.append(row('all tables', lambda f: (f.local, f.remote)))
     rows.append(row('commands read (the window, in all)',
                     lambda f: (f.cmd.local, f.cmd.remote)))
+    if base.first.redist and patched.first.redist:
+        def rd(table: str) -> Callable[[ItsFigures], tuple[float, float]]:
+            return lambda f: redist.per_interrupt(f.redist, table)
+        rows += ['    the target CPU\'s redistributor, QEMU\'s code as a model: byte',
+                 '    accesses per interrupt, local/remote to the target CPU\'s node']
+        rows += [row(f'{t} table', rd(t), '.5g') for t in redist.TABLES]
+        rows.append('    target CPUs (node): ' + '; '.join(
+            f'{name} ' + ', '.join(sorted({f'CPU {t.cpu} ({t.cpu_node})'
+                                          for f in side.boots for t in f.redist}))
+            for name, side in (('base', base), ('patched', patched))))
     notes = [f'    the {name}\'s boots differ: remote reads per interrupt {side.remotes()}'
              for name, side in (('base', base), ('patched', patched)) if not side.agree]
     return head + rows + notes

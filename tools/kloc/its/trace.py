@@ -22,7 +22,17 @@ map:
   (gicv3_its_process_command).
 
 Reads made while translating an MSI count for the interrupt path; those of
-a command (MAPTI reads a DTE) for the command path. The table bases are
+a command (MAPTI reads a DTE) for the command path.
+
+The redistributors' side of each MSI is not traced: QEMU's redistributor
+(hw/intc/arm_gicv3_redist.c) reads and writes each CPU's LPI pending table
+and the LPI property table in guest RAM through its DMA address space, and
+no trace event or plugin sees those accesses. What the trace does give is
+counted: each MSI's target CPU (gicv3_its_cte_read's RDBase: QEMU's ITS
+has GITS_TYPER.PTA 0, so RDBase is the CPU's number), each LPI a CPU
+acknowledged (gicv3_icc_iar1_read), and each CPU's GICR_PENDBASER and
+GICR_PROPBASER as the driver wrote them (gicv3_redist_write); redist.py
+derives the table accesses from them. The table bases are
 the GITS_BASERn and GITS_CBASER values the driver wrote and read back
 (gicv3_its_write/gicv3_its_read). The guest's console reaches the trace as
 one pl011_write event per byte written to the UART's data register.
@@ -41,7 +51,7 @@ from dataclasses import dataclass, field
 from kloc.counting.qemu_args import memory_map
 
 # The -trace events file kloc gives QEMU.
-EVENTS = ('gicv3_its_*', 'pl011_write')
+EVENTS = ('gicv3_its_*', 'gicv3_redist_write', 'gicv3_icc_iar1_read', 'pl011_write')
 # The guest marks a window with these console lines (its own, whole lines).
 BEGIN, END = 'kloc-its: begin', 'kloc-its: end'
 # and reports each level-2 device-table page it finds: "kloc-its: l2 <l1 index> <address>"
@@ -52,6 +62,8 @@ GITS_CBASER, GITS_BASER0, GITS_BASERS = 0x80, 0x100, 8
 ITT_ENTRY = 12          # QEMU's ITS_ITT_ENTRY_SIZE
 CMD_BYTES = 32
 BASER_DEVICE, BASER_COLLECTION = 1, 4
+GICR_PROPBASER, GICR_PENDBASER = 0x70, 0x78     # in a redistributor's RD_base frame
+LPI_FIRST = 8192                                # GICV3_LPI_INTID_START
 
 
 @dataclass(frozen=True)
@@ -91,12 +103,28 @@ def node_of(cmd: list[str]) -> Callable[[int], int | None]:
     return lookup
 
 
+def cpu_of_affinity(affid: int) -> int:
+    """The CPU number of an affinity value in QEMU's trace, as the virt machine gives
+    them with a GICv3 (virt_cpu_mp_affinity(): clusters of GICV3_TARGETLIST_BITS, 16
+    CPUs): Aff0 the CPU within its cluster, Aff1 the cluster."""
+    return (affid >> 8 & 0xff) * 16 + (affid & 0xff)
+
+
+def cpu_nodes(cmd: list[str]) -> dict[int, int]:
+    """Each CPU's NUMA node in the machine cmd starts (its -numa nodes' cpus=)."""
+    return {c: n.node for n in memory_map(cmd).nodes for c in n.cpus}
+
+
 @dataclass
 class Window:
     """One marked window: interrupts and table reads, each node-classified."""
     interrupts: int = 0
     # (path, table) -> [local, remote, unplaced]; path 'msi' or 'cmd'
     reads: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    # CPU number -> MSIs translated for it (the collection's RDBase)
+    targets: dict[int, int] = field(default_factory=dict)
+    # CPU number -> LPIs it acknowledged
+    acked: dict[int, int] = field(default_factory=dict)
 
     def add(self, path: str, table: str, where: int) -> None:
         self.reads.setdefault((path, table), [0, 0, 0])[where] += 1
@@ -111,7 +139,8 @@ class Window:
         return self.count('msi', table, where) / self.interrupts
 
 
-_EVENT = re.compile(r'\b(gicv3_its_\w+|pl011_write) (.*)$')
+_EVENT = re.compile(r'\b(gicv3_its_\w+|gicv3_redist_write|gicv3_icc_iar1_read|pl011_write) '
+                    r'(.*)$')
 _HEX = r'0x([0-9a-f]+)'
 _DEC = r'(\d+)'
 # event -> (its fields, each hex (x) or decimal (d)): what feed() reads of it
@@ -124,10 +153,17 @@ _PARSE: dict[str, tuple[re.Pattern[str], str]] = {
     'gicv3_its_dte_read': (re.compile(rf'DeviceID {_HEX}: valid {_DEC}'), 'xd'),
     'gicv3_its_ite_read': (re.compile(rf'ITTaddr {_HEX} EventID {_HEX}: valid {_DEC}'),
                            'xxd'),
-    'gicv3_its_cte_read': (re.compile(rf'ICID {_HEX}: valid {_DEC}'), 'xd'),
+    'gicv3_its_cte_read': (re.compile(rf'ICID {_HEX}: valid {_DEC} RDBase {_HEX}$'), 'xdx'),
+    'gicv3_redist_write': (re.compile(
+        rf'redistributor {_HEX} write: offset {_HEX} data {_HEX} size {_DEC}'), 'xxxd'),
+    'gicv3_icc_iar1_read': (re.compile(rf'read cpu {_HEX} value {_HEX}$'), 'xx'),
     # 7.2: "addr 0x00000000 value 0x00000041"; 10.0 adds " reg DR"
     'pl011_write': (re.compile(rf'addr {_HEX} value {_HEX}'), 'xx'),
 }
+
+
+_HANDLERS = {'pl011_write': '_console_byte', 'gicv3_redist_write': '_redist_write',
+             'gicv3_icc_iar1_read': '_iar1_read'}
 
 
 class ItsTrace:
@@ -138,6 +174,8 @@ class ItsTrace:
         self.node_of = node_of
         self.its_node = its_node
         self.regs: dict[int, int] = {}          # 64-bit register offset -> value
+        # (CPU number, GICR_PROPBASER or GICR_PENDBASER) -> value
+        self.rd_regs: dict[tuple[int, int], int] = {}
         self.l2: dict[int, int] = {}            # level-1 index -> level-2 page
         self.console: list[str] = []            # whole lines
         self.windows: list[Window] = []
@@ -170,7 +208,7 @@ class ItsTrace:
                 self.unreadable.append(line.rstrip()[:200])
             return
         args = [int(v, 16 if k == 'x' else 10) for v, k in zip(a.groups(), kinds)]
-        handler = '_console_byte' if name == 'pl011_write' else '_' + name[len('gicv3_its_'):]
+        handler = _HANDLERS.get(name) or '_' + name[len('gicv3_its_'):]
         getattr(self, handler)(*args)
 
     # the registers
@@ -235,8 +273,28 @@ class ItsTrace:
     def _ite_read(self, ittaddr: int, eventid: int, valid: int) -> None:
         self._count('ite', ittaddr + eventid * ITT_ENTRY, times=2)
 
-    def _cte_read(self, icid: int, valid: int) -> None:
+    def _cte_read(self, icid: int, valid: int, rdbase: int) -> None:
         self._count('cte', self._entry(BASER_COLLECTION, icid, None))
+        if self._open is not None and self._path == 'msi' and valid:
+            self._open.targets[rdbase] = self._open.targets.get(rdbase, 0) + 1
+
+    # the redistributors and the CPU interfaces
+    def _redist_write(self, affid: int, offset: int, data: int, size: int) -> None:
+        base = offset & ~7
+        if base not in (GICR_PROPBASER, GICR_PENDBASER):
+            return
+        key = (cpu_of_affinity(affid), base)
+        if size == 8 and offset == base:
+            self.rd_regs[key] = data
+        elif size == 4:
+            shift = 8 * (offset - base)
+            old = self.rd_regs.get(key, 0)
+            self.rd_regs[key] = (old & ~(0xffff_ffff << shift)) | (data & 0xffff_ffff) << shift
+
+    def _iar1_read(self, affid: int, intid: int) -> None:
+        if self._open is not None and LPI_FIRST <= intid < 1 << 24:
+            cpu = cpu_of_affinity(affid)
+            self._open.acked[cpu] = self._open.acked.get(cpu, 0) + 1
 
     # the console
     def _console_byte(self, addr: int, value: int) -> None:
