@@ -54,8 +54,8 @@ NUMBERS = $(call opt,--timeout,$(TIMEOUT)) $(call opt,--runs,$(RUNS)) \
 	$(call opt,--seconds,$(SECONDS)) $(call opt,--alpha,$(ALPHA)) $(call opt,--mde,$(MDE)) \
 	$(call opt,--counted,$(COUNTED))
 
-.PHONY: help deps tree patches kunit kselftest guest compare review bench-aa bench-plugin-cost mutants lava \
-	known-failures \
+.PHONY: help deps tree patches kunit kselftest guest compare review bisect bench-aa bench-plugin-cost \
+	mutants lava known-failures \
 	report run test check-tools lint clean
 
 help:
@@ -72,6 +72,7 @@ help:
 	@echo '  make guest       build a minimal guest (ARCH=, ALLOC=slub|slab) and run the kselftest once'
 	@echo '  make compare     SLUB vs SLAB guests (the newest kernel with SLAB), interleaved: table, JSON, SVG plot'
 	@echo "  make review      PATCH=file: base vs patched kernel (KERNEL=$$($(KLOC) registry newest) by default), KUnit + loopback A/B (timed and counted); report"
+	@echo '  make bisect      KDIR=<git clone> GOOD= BAD=: the first commit that breaks each KUnit case or moves each counted figure (the tree only read)'
 	@echo '  make bench-aa    REPEATS= layout-only A/A'"'"' reviews at review'"'"'s defaults, and two sanity checks: how often the verdict calls a change'
 	@echo '  make bench-plugin-cost  RUNS= boots each: no plugin, kloc-count, cache.c (icount) and timed: wall time, peak RSS'
 	@echo '  make mutants     apply each mutant to a copy of the tree; each must be caught'
@@ -87,7 +88,8 @@ help:
 		$(call q,$(KDIR)) $(call q,$(OUT)) $(call q,$(TOPOLOGIES))
 	@printf '           KLOC_CACHE=%s ARCH= ALLOC= TOPOLOGY= (guest, compare, review)\n' \
 		$(if $(KLOC_CACHE),$(call q,$(KLOC_CACHE)),"$$($(KLOC) registry cache)")
-	@echo '           PATCH= AA=1 REVIEW_PACKAGE=1 BENCH=0 (review: KUnit only) FORCE=1 (mutants on a tree with uncommitted edits)'
+	@echo '           PATCH= AA=1 REVIEW_PACKAGE=1 BENCH=0 (review, bisect: KUnit only) FORCE=1 (mutants on a tree with uncommitted edits)'
+	@echo '           GOOD= BAD= (bisect: revisions of KDIR) KUNIT=0 (bisect: the counted figures only)'
 	@echo '           LAVA_URL= LAVA_TOKEN_FILE= (or LAVA_TOKEN=) LAVA_ARTIFACTS_URL= (compare, review: timed runs in a LAVA lab)'
 	@echo '           LAVA_INSECURE_HTTP=1 (plain http to a LAVA host that is not this machine)'
 	@echo '           yes-or-no variables (FORCE, AA, REVIEW_PACKAGE, RUN, V) take 1, or 0 or nothing'
@@ -132,6 +134,15 @@ review: deps
 		$(call opt,--arch,$(ARCH)) $(call opt,--its,$(ITS)) \
 		$(call opt,--its-remote-ns,$(ITS_REMOTE_NS)) \
 		$(NUMBERS) $(LAB) --jobs $(call q,$(JOBS)) --out $(call q,$(OUT))
+
+# The first bad commit of each signal between GOOD and BAD of a git KDIR, only read.
+bisect: deps
+	@$(KLOC) bisect $(call opt,--kdir,$(KDIR)) $(call opt,--good,$(GOOD)) \
+		$(call opt,--bad,$(BAD)) $(call opt,--topologies,$(TOPOLOGIES)) \
+		$(call opt,--bench-topology,$(TOPOLOGY)) $(call opt,--bench,$(BENCH)) \
+		$(call opt,--kunit,$(KUNIT)) $(call opt,--timeout,$(TIMEOUT)) \
+		$(call opt,--seconds,$(SECONDS)) $(call opt,--alpha,$(ALPHA)) $(call opt,--mde,$(MDE)) \
+		$(call opt,--counted,$(COUNTED)) --jobs $(call q,$(JOBS)) --out $(call q,$(OUT))
 
 # A benchmark, not a test: the share of A/A reviews that call a difference.
 bench-aa: deps

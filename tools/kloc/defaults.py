@@ -105,7 +105,7 @@ def _jobs() -> str:
 OPTIONS = (
     Option(make='TIMEOUT', dest='timeout',
            about='seconds one boot may take before it counts as hung',
-           defaults=(('kunit', '300'), ('review', '300'), ('mutants', '120'),
+           defaults=(('kunit', '300'), ('review', '300'), ('bisect', '300'), ('mutants', '120'),
                      ('guest', '180'), ('known-failures', '300'), ('compare', '180'),
                      ('bench-plugin-cost', '180')),
            low=1, high=86400, integer=True),
@@ -117,20 +117,23 @@ OPTIONS = (
     Option(make='SECONDS', dest='seconds',
            about='measuring time of each phase, in seconds (from 0.1: a shorter phase sends '
            'too few packets to time)',
-           defaults=(('compare', '2'), ('review', '1'), ('guest', '1')), low=0.1, high=3600),
+           defaults=(('compare', '2'), ('review', '1'), ('bisect', '1'), ('guest', '1')),
+           low=0.1, high=3600),
     Option(make='ALPHA', dest='alpha', about='the significance level',
            defaults=(('*', '0.05'),), low=0, high=0.5, low_open=True),
     Option(make='MDE', dest='mde',
            about='the change of interest, in percent: a run that could not detect it is '
            'inconclusive',
-           defaults=(('compare', '3.6'), ('review', '3.6')), low=0, high=100, low_open=True),
+           defaults=(('compare', '3.6'), ('review', '3.6'), ('bisect', '3.6')), low=0,
+           high=100, low_open=True),
     Option(make='JOBS', dest='jobs', about='parallel build jobs, tool-test workers and '
            'counted boots at once (timed runs: one at a time)',
            defaults=(('*', 'nproc'),), low=1, high=4096, integer=True),
     Option(make='COUNTED', dest='counted',
            about='boots a side under the QEMU counting plugin, JOBS at once, seed k for '
            'pair k; the verdict rests on their counts (0: none, the timed runs judge)',
-           defaults=(('compare', '3'), ('review', '5'), ('guest', '0')), low=0, high=1000,
+           defaults=(('compare', '3'), ('review', '5'), ('bisect', '5'), ('guest', '0')), low=0,
+           high=1000,
            integer=True),
 )
 

@@ -59,6 +59,11 @@ COMMANDS = (
             kernel=kernels.NEWEST,
             numbers=('runs', 'seconds', 'alpha', 'mde', 'counted', 'jobs', 'timeout'),
             extra=o.review, qemu=True),
+    Command(name='bisect', fn=h.bisect,
+            help='the first commit between GOOD and BAD that breaks a KUnit case or moves a '
+            'counted figure, each; the tree only read', tree=False,
+            numbers=('seconds', 'alpha', 'mde', 'counted', 'jobs', 'timeout'), extra=o.bisect,
+            qemu=True),
     Command(name='known-failures', fn=h.known_failures,
             help='each known upstream failure fails on the stock kernel and passes with its '
             'fix', numbers=('jobs', 'timeout'), qemu=True),

@@ -9,11 +9,13 @@ import argparse
 import dataclasses
 import json
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from kloc import defaults, paths, progress
-from kloc.bench import aa, compare, interleave, layout, plugin_cost, single
+from kloc.bench import aa, compare, interleave, layout, metrics, plugin_cost, single
+from kloc.bisect import report as bisect_report, run as bisect_run
 from kloc.counting import plugin
 from kloc.kunitpy import known, report as kunit_report, runner, suites
 from kloc.lava import device as lava_device, lab as lava_lab, workflow as lava_workflow
@@ -189,6 +191,39 @@ def review(args: argparse.Namespace) -> int:
     prepared = review_workflow.check(req)
     _out(args)
     print(review_workflow.run(prepared), end='')
+    return 0
+
+
+def bisect(args: argparse.Namespace) -> int:
+    """make bisect: every refusal first, with nothing written; then the ends, the
+    signals and the steps; bisect.json, report.txt and report.html."""
+    for name, v in (('KDIR', args.kdir), ('GOOD', args.good), ('BAD', args.bad)):
+        if not v:
+            raise bisect_run.GitError(f'{name}= is empty: make bisect KDIR=<a git clone of '
+                                      'Linux> GOOD=<revision> BAD=<revision>')
+    if not args.bench and not args.kunit:
+        raise bisect_run.GitError('BENCH=0 and KUNIT=0 leave no signal to bisect: drop one')
+    req = bisect_run.Request(
+        kdir=Path(args.kdir).expanduser().resolve(), good=args.good, bad=args.bad,
+        settings_out=_out_dir(args), cache=cache_dir(), topologies=args.topologies,
+        topology=args.bench_topology, counted=args.counted if args.bench else 0,
+        jobs=args.jobs, timeout=args.timeout, seconds=args.seconds, alpha=args.alpha,
+        mde=args.mde, kunit=args.kunit)
+    if req.counted:
+        metrics.check_counted(req.counted)
+    checked = bisect_run.check(req)
+    _out(args)
+    start = time.monotonic()
+    b = bisect_run.run(checked)
+    secs = time.monotonic() - start
+    text = bisect_report.render(b, args.good, args.bad, secs)
+    out = checked.settings.out
+    write_text(out / 'bisect.json', json.dumps(
+        bisect_report.to_json(b, args.good, args.bad, secs), indent=1) + '\n')
+    write_text(out / 'report.txt', text)
+    write_text(out / 'report.html', bisect_report.to_html(
+        text, f'kloc bisect {checked.good.short}..{checked.bad.short}'))
+    print(text + f'\nFiles: {out}/bisect.json, report.txt, report.html')
     return 0
 
 

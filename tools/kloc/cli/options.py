@@ -157,6 +157,22 @@ def review(sp: argparse.ArgumentParser) -> None:
     _lab(sp)
 
 
+def bisect(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument('--kdir', default=os.environ.get('KDIR', ''), type=defaults.one_line('KDIR'),
+                    help='a git clone of Linux, only read (make: KDIR=)')
+    sp.add_argument('--good', default='', type=defaults.one_line('GOOD'),
+                    help='the last revision known good (make: GOOD=)')
+    sp.add_argument('--bad', default='', type=defaults.one_line('BAD'),
+                    help='the first revision known bad (make: BAD=)')
+    topologies(sp)
+    sp.add_argument('--bench-topology', default='x86_64_2n',
+                    help='where the counted loopback boots run (make: TOPOLOGY=)')
+    _boolean(sp, 'bench', 'BENCH', 'the counted loopback figures as signals; BENCH=0: KUnit '
+             'only, no guest is built or booted', default='1')
+    _boolean(sp, 'kunit', 'KUNIT', 'KUnit cases as signals; KUNIT=0: the counted figures '
+             'only', default='1')
+
+
 def run(sp: argparse.ArgumentParser) -> None:
     topologies(sp)
     sp.add_argument('--timeout', type=defaults.number('timeout', 'run'), default=None,
