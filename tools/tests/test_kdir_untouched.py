@@ -37,6 +37,7 @@ OUT_ENV = 'KLOC_KDIR_PROOF_OUT'
 TOPOLOGY = 'arm64_2n_its1'
 DRIVER = 'drivers/irqchip/irq-gic-v3-its.c'
 MUTANT = PACKAGE_ROOT / 'kunit/its/mutants/6.12/numa-unaware-table.patch'
+CMDQ = PACKAGE_ROOT / 'kunit/its/mutants/6.12/numa-unaware-cmdq.patch'
 GUARD = 'its_kunit_boot_its_on_node'       # a case that fails on the mutant
 
 
@@ -168,6 +169,59 @@ class MakeTestKdirProof(unittest.TestCase):
                                    f'{TOPOLOGY}.json').read_text()))
         self.assertEqual(got.get(f'irq_gic_v3_its_placement.{GUARD}'), 'PASS', got)
         self.assert_untouched(before, status, 'the reverted tree\'s run')
+        self.bisect_a_small_series()
+
+    def bisect_a_small_series(self) -> None:
+        """make bisect on three commits of the tree (a comment, a NUMA-unaware command
+        queue, a documentation line), KUnit only (BENCH=0): each case the queue breaks
+        is named at the second commit, in at most ceil(log2 3) = 2 steps, and the
+        tree, .git/ included, is exactly as before. (The series make bisect's proof
+        uses, docs/measurements.md, is another, kept out of the tests.)"""
+        good = git(self.tree, 'rev-parse', 'HEAD').strip()
+        subjects = ('lib/cmdline: a comment', 'irqchip/gic-v3-its: the command queue '
+                    'without a node', 'Documentation: a line')
+        for k, subject in enumerate(subjects):
+            if k == 0:
+                path = self.tree / 'lib/cmdline.c'
+                text = path.read_text().replace(' * Helper functions', ' * Helper functions '
+                                                '(bisected)', 1)
+            elif k == 1:
+                path = self.tree / DRIVER
+                text = subprocess.run(['patch', '-s', '-p1', '-o', '-', str(path),
+                                       str(CMDQ)], check=True, capture_output=True,
+                                      text=True).stdout
+            else:
+                path = self.tree / 'Documentation/admin-guide/README.rst'
+                text = path.read_text() + '\nA line for make test\'s bisect.\n'
+            new = path.with_name(path.name + '.new')
+            new.write_text(text)
+            new.replace(path)       # a new inode: the cache's tree shares the old one
+            git(self.tree, '-c', 'user.name=kloc', '-c', 'user.email=kloc@localhost',
+                'commit', '-q', '-a', '-m', subject)
+        shas = git(self.tree, 'rev-list', '--reverse', f'{good}..HEAD').split()
+        status = git(self.tree, '--no-optional-locks', 'status', '--porcelain')
+        before = snapshot(self.tree)
+        out = self.out / 'bisect'
+        start = time.monotonic()
+        r = subprocess.run([sys.executable, '-m', 'kloc', 'bisect', '--kdir', str(self.tree),
+                            '--good', good, '--bad', 'HEAD', '--topologies', TOPOLOGY,
+                            '--bench', '0', '--out', str(out)], cwd=TOOLS,
+                           capture_output=True, text=True,
+                           env=dict(os.environ, PYTHONPATH=str(TOOLS)))
+        print(f'\nmake bisect of 3 commits: {time.monotonic() - start:.0f} s\n{r.stdout}',
+              file=sys.stderr)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        doc = json.loads((out / 'bisect' / f'{good[:12]}..{shas[-1][:12]}' /
+                          'bisect.json').read_text())
+        signals = doc['signals']
+        self.assertTrue(signals, 'the NUMA-unaware command queue moved no case')
+        for sig in signals:
+            self.assertEqual((sig['kind'], sig['result'], sig['first_bad']['sha']),
+                             ('kunit', 'found', shas[1]), sig)
+            self.assertLessEqual(len(sig['steps']), 2, sig)
+        self.assertIn('irq_gic_v3_its_placement.its_kunit_probe_places_all_on_node',
+                      ' '.join(x['name'] for x in signals))
+        self.assert_untouched(before, status, 'make bisect')
 
 
 if __name__ == '__main__':
