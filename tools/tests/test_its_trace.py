@@ -132,3 +132,37 @@ class Windows(unittest.TestCase):
 
 if __name__ == '__main__':
     unittest.main()
+
+
+class Redistributors(unittest.TestCase):
+    """What the redistributor model (its/redist.py) is fed: each MSI's target CPU, the
+    LPIs each CPU acknowledged, each CPU's GICR_PENDBASER and GICR_PROPBASER, in QEMU
+    10.0's formats (hw/intc/trace-events)."""
+
+    @staticmethod
+    def rd_write(cpu: int, offset: int, data: int, size: int) -> str:
+        return (f'gicv3_redist_write GICv3 redistributor {cpu:#x} write: offset {offset:#x} '
+                f'data {data:#x} size {size} secure 0')
+
+    @staticmethod
+    def iar1(cpu: int, intid: int) -> str:
+        return f'gicv3_icc_iar1_read GICv3 ICC_IAR1 read cpu {cpu:#x} value {intid:#x}'
+
+    def test_targets_acks_and_tables(self) -> None:
+        lines = [self.rd_write(2, 0x70, 0x4010_0000 | 0xf, 8),
+                 self.rd_write(2, 0x78, 0x4020_0000, 4),      # a 32-bit half, then the other
+                 self.rd_write(2, 0x7c, 0x0, 4),
+                 self.rd_write(2, 0x10, 0x1, 4)]              # not a table register
+        lines += console('kloc-its: begin\n')
+        for _ in range(3):
+            lines += msi(0x8, 0, 0x6005_0000, 2)
+            lines += [self.iar1(2, 0x2000), self.iar1(2, 27)]  # the LPI, then a timer PPI
+        lines += [self.iar1(1, 0x3ff)]                          # spurious: not an LPI
+        lines += console('kloc-its: end\n')
+        t = run(lines)
+        w = t.windows[0]
+        self.assertEqual((w.interrupts, w.targets, w.acked), (3, {2: 3}, {2: 3}))
+        self.assertEqual(t.rd_regs[(2, 0x70)], 0x4010_000f)
+        self.assertEqual(t.rd_regs[(2, 0x78)], 0x4020_0000)
+        self.assertNotIn((2, 0x10), t.rd_regs)
+        self.assertEqual(trace.cpu_of_affinity(0x0102), 18)    # Aff1 1, Aff0 2: CPU 18

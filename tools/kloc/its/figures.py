@@ -138,6 +138,14 @@ class Boots:
         """Remote reads per interrupt, the mean over the boots."""
         return sum(f.remote for f in self.boots) / len(self.boots)
 
+    def redist_remote(self) -> float | None:
+        """The target CPU's redistributor's remote LPI-table accesses per interrupt (the
+        model's, redist.py), the mean over the boots; None where a boot has none."""
+        if not all(f.redist for f in self.boots):
+            return None
+        return sum(redist.per_interrupt(f.redist, t)[1] for f in self.boots
+                   for t in redist.TABLES) / len(self.boots)
+
     def remotes(self) -> str:
         """Each boot's remote reads per interrupt, as 'r' when they agree, else
         'r1, r2, ...'."""

@@ -174,6 +174,10 @@ def its_verdict(o: ReviewOutcome) -> str:
             if b.remotes() != p.remotes() or not (b.agree and p.agree):
                 parts.append(f'ITS remote reads per interrupt on {topo} {b.remotes()} -> '
                              f'{p.remotes()}' + ('' if b.agree and p.agree else ' (by boot)'))
+            rb, rp = b.redist_remote(), p.redist_remote()
+            if rb is not None and rp is not None and rb != rp:
+                parts.append(f'remote redistributor LPI-table accesses per interrupt on '
+                             f'{topo} {rb:,.5g} -> {rp:,.5g} (QEMU\'s code as a model)')
             cb, cp = (sorted({f.cmd.remote for f in x.boots}) for x in (b, p))
             if cb != cp:
                 parts.append(f'ITS remote command reads on {topo} '
