@@ -5,13 +5,22 @@ a step that is neither), and how a step reads against both ends."""
 
 from __future__ import annotations
 
+import tempfile
 import unittest
+from pathlib import Path
 
 from hypothesis import given, settings, strategies as st
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from kloc.bisect import judge
 from kloc.bisect.judge import Signal
 from kloc.bisect.search import BAD, GOOD, SKIP, UNCLEAN, Search
+
+# Hypothesis's home out of the source tree; the same examples every run (make test
+# is reproducible), as tests/test_properties.py does
+HYPOTHESIS_HOME = Path(tempfile.gettempdir()) / 'kloc-hypothesis'
+set_hypothesis_home_dir(str(HYPOTHESIS_HOME))  # type: ignore[no-untyped-call]
+SETTINGS = settings(max_examples=300, deadline=None, database=None, derandomize=True)
 
 
 def bisect(n: int, first_bad: int, skipped: frozenset[int] = frozenset(),
@@ -24,7 +33,7 @@ def bisect(n: int, first_bad: int, skipped: frozenset[int] = frozenset(),
 
 
 class SearchTest(unittest.TestCase):
-    @settings(max_examples=300, deadline=None)
+    @SETTINGS
     @given(st.integers(1, 200).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n - 1))))
     def test_the_first_bad_commit_in_at_most_ceil_log2_steps(self, case: tuple[int, int]) -> None:
         n, first = case
@@ -33,7 +42,7 @@ class SearchTest(unittest.TestCase):
         self.assertLessEqual(len(s.steps), Search.bound(n))
         self.assertEqual(len({i for i, _ in s.steps}), len(s.steps), 'a commit tested twice')
 
-    @settings(max_examples=300, deadline=None)
+    @SETTINGS
     @given(st.integers(2, 60).flatmap(lambda n: st.tuples(
         st.just(n), st.integers(0, n - 1), st.frozensets(st.integers(0, n - 2), max_size=8))))
     def test_skipped_commits_cost_a_step_each_and_never_hide_the_answer(
@@ -49,7 +58,7 @@ class SearchTest(unittest.TestCase):
             self.assertIn(first, s.candidates())
             self.assertTrue(set(s.candidates()[:-1]) <= skipped)
 
-    @settings(max_examples=200, deadline=None)
+    @SETTINGS
     @given(st.integers(3, 60).flatmap(lambda n: st.tuples(
         st.just(n), st.integers(0, n - 1), st.integers(0, n - 2))))
     def test_a_step_that_is_neither_ends_the_search_unforced(
