@@ -13,7 +13,7 @@ from __future__ import annotations
 import unittest
 from pathlib import Path
 
-from kloc.its import trace
+from kloc.its import redist, trace
 from kloc.its.figures import Boots, ItsFiguresError, figures, lines, side_by_side
 from kloc.qemu import topology
 
@@ -76,6 +76,43 @@ class RealTrace(unittest.TestCase):
                             Boots((figures(read(real(), its_node=0), TOPO.name),)))
         self.assertTrue(all(len(x) <= 72 for x in both), both)
         self.assertRegex('\n'.join(both), r'all tables +5/0 +0/5')
+
+
+CMD = ['qemu-system-aarch64', *TOPO.machine_args(), '-m', '1024']
+
+
+class Redistributor(unittest.TestCase):
+    """The target CPU's redistributor on the real trace: the workload moved the
+    device's interrupts to CPU 2, on node 1, and stock 6.12 put every CPU's LPI pending
+    table on node 0 (the known failure lpi-pending-tables-ignore-node): each MSI's
+    7,172 byte accesses to it (QEMU's code as a model: set, acknowledge, a rescan of
+    7,168 bytes) are remote, as is its one read of the property table."""
+
+    def test_the_figures(self) -> None:
+        f = figures(read(real()), TOPO.name, cpu_nodes=trace.cpu_nodes(CMD))
+        self.assertEqual([(t.cpu, t.cpu_node, t.interrupts, t.acked, t.pending_node,
+                           t.property_node, t.scan) for t in f.redist],
+                         [(2, 1, 10, 10, 0, 0, 7168)])
+        self.assertEqual(redist.per_interrupt(f.redist, 'pending'), (0, 7172))
+        self.assertEqual(redist.per_interrupt(f.redist, 'property'), (0, 1))
+        self.assertEqual(Boots((f,)).redist_remote(), 7173)
+        text = lines(f)
+        self.assertTrue(all(len(x) <= 72 for x in redist.lines(f.redist)), text)
+        self.assertRegex('\n'.join(text), r'LPI pending table of the target CPU +0 +7172')
+        doc = f.to_json()['redistributor']
+        assert isinstance(doc, dict)
+        self.assertEqual(doc['per_interrupt']['pending'], {'local': 0, 'remote': 7172})
+        # with the table on the CPU's node, as the fix puts it: all local
+        local = figures(read([x.replace('data 0x40', 'data 0x60') if
+                              x.startswith('gicv3_redist_write') and 'offset 0x78 ' in x
+                              else x for x in real()]), TOPO.name,
+                        cpu_nodes=trace.cpu_nodes(CMD))
+        self.assertEqual(redist.per_interrupt(local.redist, 'pending'), (7172, 0))
+
+    def test_without_the_redistributors_writes(self) -> None:
+        events = [x for x in real() if not x.startswith('gicv3_redist_write')]
+        with self.assertRaisesRegex(ItsFiguresError, 'no GICR_PENDBASER/GICR_PROPBASER'):
+            figures(read(events), TOPO.name, cpu_nodes=trace.cpu_nodes(CMD))
 
 
 class BootsThatDiffer(unittest.TestCase):

@@ -195,8 +195,10 @@ def render(b: Bisect, given_good: str, given_bad: str, seconds: float) -> str:
     for f in fs:
         out += [''] + finding_lines(b, f)
     for x in b.flaky:
-        out += [''] + _wrap(f'flaky at GOOD, not bisected: {x.case} on {x.topology} '
-                            f'({", ".join(x.runs.get("base", []))})', '')
+        end = 'GOOD' if x.flaky == 'base' else 'BAD'
+        out += [''] + _wrap(f'flaky at {end}, not bisected: {x.case} on {x.topology} '
+                            f'(GOOD: {", ".join(x.runs.get("base", []))}; BAD: '
+                            f'{", ".join(x.runs.get("patched", []))})', '')
     out += ['', 'Steps (each revision measured once, for every signal that asked):']
     for r in step_rows(b):
         skipped = r['skipped']

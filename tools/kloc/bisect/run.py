@@ -198,8 +198,10 @@ class Bisect:
                 self._kunit_end(label, commit, again, f'{label}-again', m)
                 second[label] = (m.statuses, m.excuses)
             first = {'base': (g.statuses, g.excuses), 'patched': (b.statuses, b.excuses)}
-            mine, self.flaky = review.confirm(
+            mine, flaky = review.confirm(
                 first, {'base': second['good'], 'patched': second['bad']}, changes)
+            # a case that changes within either end is reported, not bisected
+            self.flaky = flaky + [x for x in mine if x.flaky]
             changes = [x for x in mine if not x.flaky]
         self.signals += judge.kunit_signals([(x.topology, x.case, x.base, x.patched)
                                              for x in changes])

@@ -130,15 +130,17 @@ def per_interrupt(ts: tuple[Target, ...], table: str) -> tuple[float, float]:
 
 
 def lines(ts: tuple[Target, ...]) -> list[str]:
-    """Report lines: each target CPU, then each table's accesses per interrupt."""
-    out = ['  the target CPU\'s redistributor (QEMU\'s code as a model over traced counts; '
-           'a real one caches LPI state):']
+    """Report lines, each under 72 columns: each target CPU, then each table's byte
+    accesses per interrupt."""
+    out = ['  the target CPU\'s redistributor, QEMU\'s code as a model over traced',
+           '  counts (a real one caches LPI state): byte accesses per interrupt,',
+           '  local or remote to the target CPU\'s node']
     for t in ts:
-        out.append(f'    CPU {t.cpu} on node {t.cpu_node}: {t.interrupts} MSIs, {t.acked} '
-                   f'acknowledged; pending table on node {t.pending_node} ({t.scan:,} bytes '
-                   f'a rescan), property table on node {t.property_node}')
+        out += [f'    CPU {t.cpu} (node {t.cpu_node}): {t.interrupts} MSIs, {t.acked} '
+                'acknowledged; its pending',
+                f'      table on node {t.pending_node} (a rescan: {t.scan:,} bytes); '
+                f'property table on node {t.property_node}']
     for table in TABLES:
         loc, rem = per_interrupt(ts, table)
-        out.append(f'  {ABOUT[table]:<36} {loc:>7.5g} {rem:>7.5g}  (byte accesses per '
-                   'interrupt, model)')
+        out.append(f'  {ABOUT[table]:<36} {loc:>7.5g} {rem:>7.5g}')
     return out
