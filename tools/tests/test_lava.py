@@ -101,6 +101,23 @@ class MonitorsTest(unittest.TestCase):
         self.assertEqual(found['its_kunit_probe_places_all_on_node'], 'fail')
         self.assertEqual(found['64K indirect on node 0'], 'fail')
 
+    def test_a_known_upstream_failure_is_no_failed_job(self) -> None:
+        """A KUnit job is judged as make kunit judges a run: stock 7.2's known
+        failures (known.py, signatures checked) pass; a mutant's failure does not."""
+        def job(name: str, kernel: str) -> results.LavaKunit:
+            text = (DATA / name).read_text()
+            log = results.JobLog(lava_results(text, monitors.KUNIT), text.splitlines())
+            log.results += [results.LavaResult('lava', 'job', 'job', 'pass'),
+                            results.LavaResult('lava', 'lava-test-monitor',
+                                               'lava-test-monitor', 'pass',
+                                               extra={'status': 'passed'})]
+            return results.kunit(log, kernel, 'arm64_2n_its1', stock_parser())
+        stock = job('its-7.2-stock-arm64_2n_its1.console', 'linux-7.2.13')
+        self.assertEqual(stock.problems, [])
+        self.assertFalse(stock.run.doc.ok)          # two cases fail, both known
+        self.assertTrue(stock.ok)
+        self.assertFalse(job('mutant-numa-unaware-lvl2.console', 'linux-6.12.118').ok)
+
     def test_skip_and_a_line_still_printing(self) -> None:
         text = ('KTAP version 1\n1..1\n    ok 1 runs\n    ok 2 skipped one # SKIP no ITS\n'
                 '    not ok 3 broken\nok 1 suite\n    ok 4 half-print')

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from kloc.guests import guest
-from kloc.kunitpy import ktap, runner
+from kloc.kunitpy import ktap, runner, summary
 from kloc.kunitpy.junit import KunitRun
 from kloc.lava import monitors, yamlio
 from kloc.qemu import topology
@@ -159,7 +159,9 @@ class LavaKunit:
 
     @property
     def ok(self) -> bool:
-        return self.run.doc.ok and not self.problems
+        """The run complete, no failure but a known upstream one (known.py, its
+        signature checked, as make kunit judges), and LAVA agreeing with it."""
+        return summary.ok([self.run]) and not self.problems
 
 
 def place(doc: ktap.Document, results: list[LavaResult]) -> list[str]:
