@@ -80,14 +80,20 @@ def _umask() -> int:
     return mask
 
 
-def _write(repo: Repo, src: Path, entries: list[Entry]) -> int:
+def _write(repo: Repo, src: Path, entries: list[Entry], fresh: bool = False) -> int:
     """Each entry's blob at its path: a symlink, or a file with git's modes (0777 or
-    0666, less the umask, as git checkout writes them)."""
+    0666, less the umask, as git checkout writes them). fresh: src was empty, so there
+    is nothing in the way, only folders to make."""
     written = 0
     umask = _umask()
+    made: set[Path] = set()
     for e, data in zip(entries, repo.blobs([e.sha for e in entries])):
         dest = _safe(src, e.path)
-        _clear(dest)
+        if not fresh:
+            _clear(dest)
+        elif dest.parent not in made:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            made.add(dest.parent)
         if e.mode == SYMLINK:
             os.symlink(os.fsdecode(data), dest)
         else:
@@ -151,7 +157,7 @@ def checkout(repo: Repo, rev: str, src: Path) -> Moved:
         _record(src, rev=rev, done=False)
         entries = repo.tree(rev)
         progress.say(f'writing {rev[:12]}\'s {len(entries):,} files from git into {src}')
-        n = _write(repo, src, entries)
+        n = _write(repo, src, entries, fresh=True)
         _record(src, rev=rev, done=True)
         return Moved(rev, n, 0, time.monotonic() - start, True)
     n, removed = _move(repo, src, have, rev)

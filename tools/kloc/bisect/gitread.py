@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,25 +161,39 @@ class Repo:
         return entries
 
     def blobs(self, shas: list[str]) -> Iterator[bytes]:
-        """The blobs' bytes, in order (one cat-file --batch for them all)."""
+        """The blobs' bytes, in order: one git cat-file --batch for them all, fed from a
+        thread while the answers are read, so that neither waits on the other."""
         if not shas:
             return
         env = dict(os.environ, **_ENV)
-        with subprocess.Popen([*_GIT, '-C', str(self.path), 'cat-file', '--batch'],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env) as p:
+        with subprocess.Popen([*_GIT, '-C', str(self.path), 'cat-file', '--batch',
+                               '--buffer'], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              env=env) as p:
             assert p.stdin is not None and p.stdout is not None
-            # feed the names from a thread-free loop: one request, one answer
-            for sha in shas:
-                p.stdin.write(sha.encode() + b'\n')
-                p.stdin.flush()
-                head = p.stdout.readline().split()
-                if len(head) != 3 or head[1] != b'blob':
-                    raise GitError(f'{self.path}: git cat-file found no blob {sha}')
-                size = int(head[2])
-                data = p.stdout.read(size)
-                p.stdout.read(1)
-                yield data
-            p.stdin.close()
+            stdin = p.stdin
+
+            def feed() -> None:
+                try:
+                    for sha in shas:
+                        stdin.write(sha.encode() + b'\n')
+                    stdin.close()
+                except BrokenPipeError:
+                    pass
+            writer = threading.Thread(target=feed, daemon=True)
+            writer.start()
+            try:
+                for sha in shas:
+                    head = p.stdout.readline().split()
+                    if len(head) != 3 or head[1] != b'blob':
+                        raise GitError(f'{self.path}: git cat-file found no blob {sha}')
+                    size = int(head[2])
+                    data = p.stdout.read(size)
+                    p.stdout.read(1)
+                    yield data
+            finally:
+                if writer.is_alive():
+                    p.kill()
+                writer.join()
 
     def dirty(self) -> list[str]:
         """Tracked files with uncommitted changes (read without touching the index)."""
