@@ -167,7 +167,8 @@ def step_rows(b: Bisect) -> list[dict[str, object]]:
                      'skipped': m.skipped})
     for sha in b.steps_run:
         m = b.measured[sha]
-        rows.append({'role': 'step', 'sha': sha, 'subject': subjects.get(sha, ''),
+        role = 'step' if sha not in b.resumed else 'resumed'
+        rows.append({'role': role, 'sha': sha, 'subject': subjects.get(sha, ''),
                      'files': m.files, 'seconds': round(m.seconds, 1), 'skipped': m.skipped,
                      'kunit': {f'{t} {c}': st for (t, c), st in m.statuses.items()
                                if any(x.kind == 'kunit' and (x.topology, x.name) == (t, c)

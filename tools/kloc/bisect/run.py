@@ -142,6 +142,7 @@ class Bisect:
     measured: dict[str, Measured] = field(default_factory=dict)  # sha -> the step
     searches: dict[str, Search] = field(default_factory=dict)   # signal key -> its search
     steps_run: list[str] = field(default_factory=list)          # shas, in order measured
+    resumed: list[str] = field(default_factory=list)    # of them, those an earlier run measured
     attribution: dict[str, dict[str, str]] = field(default_factory=dict)  # sha -> side -> table
 
     @property
@@ -193,7 +194,8 @@ class Bisect:
             progress.say(f'{len(changes)} KUnit status change(s) between the ends on '
                          f'{", ".join(again)}: every suite again there, at both ends')
             second = {}
-            for label, commit in (('good', self.c.good), ('bad', self.c.bad)):
+            # BAD first: its files are the ones in the copy, so only GOOD is rebuilt
+            for label, commit in (('bad', self.c.bad), ('good', self.c.good)):
                 m = Measured(commit.sha)
                 self._kunit_end(label, commit, again, f'{label}-again', m)
                 second[label] = (m.statuses, m.excuses)
@@ -226,6 +228,9 @@ class Bisect:
             t not in m.topologies and 'kunit' not in m.skipped))
         need_c = counted and (m is None or (not m.counted and 'counted' not in m.skipped))
         if m is not None and not need_k and not need_c:
+            if commit.sha not in self.measured:     # measured by an earlier run: resumed
+                self.resumed.append(commit.sha)
+                self.steps_run.append(commit.sha)
             self.measured[commit.sha] = m
             return m
         start = time.monotonic()
@@ -245,7 +250,8 @@ class Bisect:
                     self.attribution[commit.sha] = {'step': r['vs_good'].attribution['step']}
         steps.timed(m, start)
         self.measured[commit.sha] = m
-        self.steps_run.append(commit.sha)
+        if commit.sha not in self.steps_run:
+            self.steps_run.append(commit.sha)
         _save(self._path(commit.sha), key, m)
         return m
 

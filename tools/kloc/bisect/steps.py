@@ -72,11 +72,12 @@ def materialize(repo: Repo, sha: str, s: Settings, which: str,
     (every kind skipped, saying why) where the series does not apply."""
     src = src_dir(s, which)
     moved = checkout.checkout(repo, sha, src)
-    m.files = ('as before' if not moved.written and not moved.removed and not moved.full
-               else f'{moved.written:,} files written' + (' (a whole checkout)' if moved.full
-                                                          else '')
-               + (f', {moved.removed:,} removed' if moved.removed else '')
-               + f' in {moved.seconds:.0f} s')
+    files = ('as before' if not moved.written and not moved.removed and not moved.full
+             else f'{moved.written:,} files written' + (' (a whole checkout)' if moved.full
+                                                        else '')
+             + (f', {moved.removed:,} removed' if moved.removed else '')
+             + f' in {moved.seconds:.0f} s')
+    m.files = '; '.join(x for x in (m.files, f'{which}: {files}') if x)
     try:
         return sources.user_tree(str(src), s.cache)
     except KlocError as e:
