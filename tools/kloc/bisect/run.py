@@ -292,6 +292,13 @@ def run(c: Checked) -> Bisect:
     b = Bisect(c)
     c.settings.out.mkdir(parents=True, exist_ok=True)
     b.measure_ends()
+    kunit = [x for x in b.signals if x.kind == 'kunit']
+    counted = [x.name for x in b.signals if x.kind == 'counted']
+    progress.say(f'{len(b.signals)} signal(s) to bisect over {len(c.commits)} commits: '
+                 f'{len(kunit)} KUnit case(s) on '
+                 f'{", ".join(sorted({x.topology for x in kunit})) or "no topology"}, '
+                 f'{len(counted)} counted figure(s)' + (f' ({", ".join(counted)})' if counted
+                                                        else ''))
     if b.signals:
         b.bisect()
     return b
