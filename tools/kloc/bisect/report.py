@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import re
 import shlex
 import textwrap
 from pathlib import Path
@@ -20,6 +21,8 @@ from kloc.bisect.judge import Signal
 from kloc.kunitpy import runner
 
 WIDTH = 72
+# KUnit's own lines around a failed expectation: the case's messages are the rest
+_BOILERPLATE = re.compile(r'^(# |Expected |\w+ == |ok |not ok |KTAP )')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,8 +90,9 @@ def _value(b: Bisect, sha: str, name: str) -> tuple[float, float, float] | None:
     return f['b'], f['b_lo'], f['b_hi']
 
 
-def _excerpt(b: Bisect, sig: Signal, sha: str, most: int = 12) -> list[str]:
-    """The failing case's log lines at sha, from its KUnit run."""
+def _excerpt(b: Bisect, sig: Signal, sha: str, most: int = 6) -> list[str]:
+    """The failing case's own messages at sha (its log less KUnit's expectation
+    boilerplate), from its KUnit run."""
     m = b.measured.get(sha) or (b.ends['bad'] if sha == b.c.bad.sha else None)
     if m is None or not m.kunit_dir:
         return []
@@ -99,7 +103,10 @@ def _excerpt(b: Bisect, sig: Signal, sha: str, most: int = 12) -> list[str]:
         for suite in r.doc.suites:
             for path, leaf in suite.leaves():
                 if path == sig.name:
-                    return [x for x in leaf.log if x.strip()][-most:]
+                    said = [x.strip() for x in leaf.log if x.strip() and not
+                            _BOILERPLATE.match(x.strip())]
+                    return said[:most] + ([f'(+{len(said) - most} more)']
+                                          if len(said) > most else [])
     return []
 
 
@@ -118,7 +125,9 @@ def finding_lines(b: Bisect, f: Finding) -> list[str]:
                          f'{_status(b, f.first_bad.sha, sig)} at it')
             ex = _excerpt(b, sig, f.first_bad.sha)
             if ex:
-                out += ['  the failure at it:'] + [f'    {x[:WIDTH - 4]}' for x in ex]
+                out += ['  the failure at it:']
+                for x in ex:
+                    out += _wrap(x, '    ')
         else:
             at, was = _value(b, f.first_bad.sha, sig.name), _value(b, f.parent.sha, sig.name)
             if at and was:
@@ -141,6 +150,42 @@ def finding_lines(b: Bisect, f: Finding) -> list[str]:
                      f'({_at(b, f.unclean_at.sha, sig)}); not forced')
     out += _wrap('steps: ' + ', '.join(f'{sha[:12]} {o}' for sha, o in f.steps))
     return out
+
+
+def _same(f: Finding) -> tuple[object, ...]:
+    """What KUnit findings share when one block can tell them all."""
+    return (f.signal.kind, f.result, f.first_bad, f.unclean_at, f.candidates, f.steps)
+
+
+def _cases(fs: list[Finding]) -> list[str]:
+    """The cases of fs, each parametrised case once with how many of its parameters, per
+    topology."""
+    out = []
+    for topo in sorted({f.signal.topology for f in fs}):
+        counts: dict[str, int] = {}
+        for f in fs:
+            if f.signal.topology == topo:
+                suite, _, rest = f.signal.name.partition('.')
+                case = f'{suite}.{rest.split(".", 1)[0]}'
+                counts[case] = counts.get(case, 0) + 1
+        out += _wrap(f'on {topo}: ' + ', '.join(
+            c + (f' ({n} parameters)' if n > 1 else '') for c, n in counts.items()), '    ')
+    return out
+
+
+def group_lines(b: Bisect, fs: list[Finding]) -> list[str]:
+    """One finding's block; KUnit findings alike in everything but their case, as one
+    block naming every case (each on its own in bisect.json)."""
+    lines = finding_lines(b, fs[0])
+    if len(fs) == 1:
+        return lines
+    topos = sorted({f.signal.topology for f in fs})
+    head = [f'KUnit: {len(fs)} cases on {", ".join(topos)}, each bisected, all alike:']
+    head += _cases(fs)
+    body = [x.replace(' at it:', f' at it ({fs[0].signal.name} on '
+                      f'{fs[0].signal.topology}):') if x.endswith(' at it:') else x
+            for x in lines[1:]]
+    return head + body
 
 
 def _status(b: Bisect, sha: str, sig: Signal) -> str:
@@ -193,8 +238,12 @@ def render(b: Bisect, given_good: str, given_bad: str, seconds: float) -> str:
     if not b.signals:
         out.append('GOOD and BAD do not differ: no KUnit case passes at GOOD and fails at '
                    'BAD, and no counted figure moves by the change of interest')
+    groups: dict[tuple[object, ...], list[Finding]] = {}
     for f in fs:
-        out += [''] + finding_lines(b, f)
+        key = _same(f) if f.signal.kind == 'kunit' else (id(f),)
+        groups.setdefault(key, []).append(f)
+    for group in groups.values():
+        out += [''] + group_lines(b, group)
     for x in b.flaky:
         end = 'GOOD' if x.flaky == 'base' else 'BAD'
         out += [''] + _wrap(f'flaky at {end}, not bisected: {x.case} on {x.topology} '
