@@ -103,8 +103,12 @@ def _excerpt(b: Bisect, sig: Signal, sha: str, most: int = 6) -> list[str]:
         for suite in r.doc.suites:
             for path, leaf in suite.leaves():
                 if path == sig.name:
-                    said = [x.strip() for x in leaf.log if x.strip() and not
-                            _BOILERPLATE.match(x.strip())]
+                    # from the first failed expectation on: what the boot printed
+                    # before it (the probe's own lines) is not the failure
+                    log = [x.strip() for x in leaf.log]
+                    first = next((k for k, x in enumerate(log)
+                                  if 'EXPECTATION FAILED' in x), 0)
+                    said = [x for x in log[first:] if x and not _BOILERPLATE.match(x)]
                     return said[:most] + ([f'(+{len(said) - most} more)']
                                           if len(said) > most else [])
     return []
@@ -135,7 +139,8 @@ def finding_lines(b: Bisect, f: Finding) -> list[str]:
                 out += _wrap(f'{was[0]:.4g} at its parent {f.parent.short} (interval '
                              f'{was[1]:.4g} to {was[2]:.4g}), {at[0]:.4g} at it ({at[1]:.4g} '
                              f'to {at[2]:.4g}): {what}')
-            table = b.attribution.get(f.first_bad.sha, {}).get('step')
+            m = b.measured.get(f.first_bad.sha)
+            table = m.attribution if m else ''
             if table:
                 out += ['  most contended cache lines at it (one thread per CPU):']
                 out += [f'    {x}' for x in table.splitlines()]
@@ -182,9 +187,13 @@ def group_lines(b: Bisect, fs: list[Finding]) -> list[str]:
     topos = sorted({f.signal.topology for f in fs})
     head = [f'KUnit: {len(fs)} cases on {", ".join(topos)}, each bisected, all alike:']
     head += _cases(fs)
-    body = [x.replace(' at it:', f' at it ({fs[0].signal.name} on '
-                      f'{fs[0].signal.topology}):') if x.endswith(' at it:') else x
-            for x in lines[1:]]
+    body: list[str] = []
+    for x in lines[1:]:
+        if x == '  the failure at it:':
+            body += _wrap(f'the failure at it ({fs[0].signal.name} on '
+                          f'{fs[0].signal.topology}):')
+        else:
+            body.append(x)
     return head + body
 
 

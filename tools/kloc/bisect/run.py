@@ -143,7 +143,7 @@ class Bisect:
     searches: dict[str, Search] = field(default_factory=dict)   # signal key -> its search
     steps_run: list[str] = field(default_factory=list)          # shas, in order measured
     resumed: list[str] = field(default_factory=list)    # of them, those an earlier run measured
-    attribution: dict[str, dict[str, str]] = field(default_factory=dict)  # sha -> side -> table
+    attribution: dict[str, str] = field(default_factory=dict)  # the ends': side -> table
 
     @property
     def s(self) -> Settings:
@@ -215,7 +215,7 @@ class Bisect:
         self.ends_counted = {'verdicts': {d.figure.name: d.verdict for d in r.diffs},
                              'figures': steps.medians(r.diffs), 'reused': r.reused(),
                              'lost': list(r.lost)}
-        self.attribution['ends'] = r.attribution
+        self.attribution = r.attribution
         self.signals += judge.counted_signals(r.diffs, self.s.topology)
 
     # the steps
@@ -244,10 +244,8 @@ class Bisect:
                 steps.kunit(tree, self.s, topos,
                             self.s.out / 'steps' / commit.short / 'kunit', m)
             if need_c:
-                r = steps.counted_step(tree, self.trees['good'], self.trees['bad'], self.s,
-                                       self.s.out / 'steps' / commit.short, m)
-                if 'vs_good' in r:
-                    self.attribution[commit.sha] = {'step': r['vs_good'].attribution['step']}
+                steps.counted_step(tree, self.trees['good'], self.trees['bad'], self.s,
+                                   self.s.out / 'steps' / commit.short, m)
         steps.timed(m, start)
         self.measured[commit.sha] = m
         if commit.sha not in self.steps_run:

@@ -56,6 +56,7 @@ class Measured:
     counted: dict[str, dict[str, str]] = field(default_factory=dict)
     figures: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)   # kind -> why
+    attribution: str = ''   # the step's most contended lines (its comparison with GOOD)
     seconds: float = 0.0
     files: str = ''         # what checkout wrote
 
@@ -137,6 +138,7 @@ def counted_step(step: Tree, good: Tree, bad: Tree, s: Settings, out: Path,
     for k, r in results.items():
         m.counted[k] = {d.figure.name: d.verdict for d in r.diffs}
         m.figures[k] = medians(r.diffs)
+    m.attribution = results['vs_good'].attribution.get('step', '')
     return results
 
 
