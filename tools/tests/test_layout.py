@@ -15,7 +15,8 @@ FOUNDATION = ('errors', 'paths', 'progress', 'atomicfile', 'filelock', 'defaults
               'version', 'digest')
 LAYERS = {'series': 1, 'trees': 2, 'qemu': 3, 'counting': 3, 'its': 3, 'kunitpy': 4, 'guests': 5,
           'bench': 6, 'kcidb': 7, 'pages': 7, 'review': 8, 'mutants': 8, 'lava': 8, 'run': 8,
-          'cli': 9, '__main__': 9}
+          # make bisect measures each revision as a review does
+          'bisect': 9, 'cli': 10, '__main__': 10}
 # The commands' layer: its subpackages may not import each other either.
 SIBLINGS = 8
 
