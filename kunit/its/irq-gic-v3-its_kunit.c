@@ -1413,7 +1413,7 @@ static void its_kunit_lpi_pending_tables_on_their_cpu_node(struct kunit *test)
 	if (num_online_nodes() < 2)
 		kunit_skip(test, "needs two online NUMA nodes");
 	for_each_possible_cpu(cpu) {
-		struct page *pend_page = gic_data_rdist_cpu(cpu)->pend_page;
+		struct page *pend_page = per_cpu(gic_rdists->rdist->pend_page, cpu);
 
 		if (!pend_page &&
 		    (gic_rdists->flags & RDIST_FLAGS_RD_TABLES_PREALLOCATED)) {
