@@ -143,7 +143,6 @@ class Bisect:
     searches: dict[str, Search] = field(default_factory=dict)   # signal key -> its search
     steps_run: list[str] = field(default_factory=list)          # shas, in order measured
     resumed: list[str] = field(default_factory=list)    # of them, those an earlier run measured
-    attribution: dict[str, str] = field(default_factory=dict)  # the ends': side -> table
 
     @property
     def s(self) -> Settings:
@@ -215,7 +214,6 @@ class Bisect:
         self.ends_counted = {'verdicts': {d.figure.name: d.verdict for d in r.diffs},
                              'figures': steps.medians(r.diffs), 'reused': r.reused(),
                              'lost': list(r.lost)}
-        self.attribution = r.attribution
         self.signals += judge.counted_signals(r.diffs, self.s.topology)
 
     # the steps

@@ -25,7 +25,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kloc.kunitpy.junit import KunitRun
@@ -69,6 +69,33 @@ class KnownFailure:
         return leaf.status == Status.FAIL and failed > 0 and matched == failed
 
 
+# One bug, two entries: known.py holds one fix per entry, and the fix that uses
+# its_alloc_pages_node() (6.13 on, b08e2f42e86b) does not apply before 6.13. The
+# bug came with "irqchip/gic-v3-its: Move pending table allocation to init time"
+# (the fixes' Fixes: tag), in 4.19; that commit id is not checked against mainline
+# here (docs/mainline.md). Both entries judge the same case, the same way.
+_PENDING_BACKPORT = KnownFailure(
+    name='lpi-pending-tables-ignore-node',
+    since='4.19',
+    # not fixed upstream: 6.13 is where the mainline form of the fix begins to apply
+    until='6.13',
+    cases=('irq_gic_v3_its_placement.its_kunit_lpi_pending_tables_on_their_cpu_node',),
+    # every two-node topology: the pending tables do not depend on the ITS's node
+    topologies=('arm64_2n_its1', 'arm64_2n_its0', 'arm64_2n_itsnone'),
+    # a pending table of a CPU, on another node than that CPU
+    signature=r'LPI pending table of CPU \d+ page \d+ of \d+ \(pfn 0x[0-9a-f]+\) '
+              r'is on node \d+, CPU \d+ on node \d+$',
+    reason='allocate_lpi_tables() allocates every possible CPU\'s LPI pending table '
+           'from the boot CPU with no node',
+    fix='kunit/its/fixes/backport-6.1-6.12/'
+        '0001-irqchip-gic-v3-its-Allocate-each-LPI-pending-table-o.patch',
+    doc='docs/mainline.md')
+_PENDING_613 = replace(
+    _PENDING_BACKPORT, name='lpi-pending-tables-ignore-node-6.13', since='6.13', until='',
+    reason=_PENDING_BACKPORT.reason + ' (its_alloc_pages())',
+    fix='kunit/its/fixes/0001-irqchip-gic-v3-its-Allocate-each-LPI-pending-table-o.patch')
+
+
 KNOWN: tuple[KnownFailure, ...] = (
     KnownFailure(
         name='itt-pool-ignores-node',
@@ -88,37 +115,8 @@ KNOWN: tuple[KnownFailure, ...] = (
                'every node, and gen_pool_alloc() ignores the node',
         fix='kunit/its/fixes/0001-irqchip-gic-v3-its-Allocate-small-ITTs-on-the-ITS-s-.patch',
         doc='docs/mainline.md'),
-    # One bug, two entries: known.py holds one fix per entry, and the fix that uses
-    # its_alloc_pages_node() (6.13 on, b08e2f42e86b) does not apply before 6.13.
-    # The bug came with "irqchip/gic-v3-its: Move pending table allocation to init
-    # time" (the fixes' Fixes: tag), in 4.19 [unverified: see the draft's notes].
-    KnownFailure(
-        name='lpi-pending-tables-ignore-node',
-        since='4.19',
-        # not fixed upstream: 6.13 is where the mainline form of the fix begins to apply
-        until='6.13',
-        cases=('irq_gic_v3_its_placement.its_kunit_lpi_pending_tables_on_their_cpu_node',),
-        # every two-node topology: the pending tables do not depend on the ITS's node
-        topologies=('arm64_2n_its1', 'arm64_2n_its0', 'arm64_2n_itsnone'),
-        # a pending table of a CPU, on another node than that CPU
-        signature=r'LPI pending table of CPU \d+ page \d+ of \d+ \(pfn 0x[0-9a-f]+\) '
-                  r'is on node \d+, CPU \d+ on node \d+$',
-        reason='allocate_lpi_tables() allocates every possible CPU\'s LPI pending table '
-               'from the boot CPU with no node',
-        fix='kunit/its/fixes/backport-6.1-6.12/'
-            '0001-irqchip-gic-v3-its-Allocate-each-LPI-pending-table-o.patch',
-        doc='docs/mainline.md'),
-    KnownFailure(
-        name='lpi-pending-tables-ignore-node-6.13',
-        since='6.13',
-        cases=('irq_gic_v3_its_placement.its_kunit_lpi_pending_tables_on_their_cpu_node',),
-        topologies=('arm64_2n_its1', 'arm64_2n_its0', 'arm64_2n_itsnone'),
-        signature=r'LPI pending table of CPU \d+ page \d+ of \d+ \(pfn 0x[0-9a-f]+\) '
-                  r'is on node \d+, CPU \d+ on node \d+$',
-        reason='allocate_lpi_tables() allocates every possible CPU\'s LPI pending table '
-               'from the boot CPU with no node (its_alloc_pages())',
-        fix='kunit/its/fixes/0001-irqchip-gic-v3-its-Allocate-each-LPI-pending-table-o.patch',
-        doc='docs/mainline.md'),
+    _PENDING_BACKPORT,
+    _PENDING_613,
 )
 
 
