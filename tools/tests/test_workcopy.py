@@ -10,6 +10,7 @@ and a second refresh relinks and rewrites nothing.
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 import subprocess
 import sys
@@ -30,16 +31,38 @@ SERIES = changes.load_series()
 DRIVER = 'drivers/irqchip/irq-gic-v3-its.c'
 
 
+# sha256 of each file already read, by where it is and its inode's state. A write to
+# a file's bytes sets its ctime (the VFS updates it on write(), on the first store
+# through a shared mapping, on truncate, and on utimensat(), which cannot set ctime
+# back), so a file whose device, inode, size, mtime and ctime are all as when it was
+# hashed holds the bytes that were hashed; anything else is read again. Keyed per
+# path too: hard links share an inode, and a rename moves one.
+_HASHED: dict[tuple[str, int, int, int, int, int], str] = {}
+
+
+def _sha256(path: str, st: os.stat_result) -> str:
+    key = (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    sha = _HASHED.get(key)
+    if sha is None:
+        data = os.readlink(path).encode() if os.path.islink(path) else Path(path).read_bytes()
+        after = os.lstat(path)
+        sha = hashlib.sha256(data).hexdigest()
+        if (after.st_ino, after.st_size, after.st_mtime_ns, after.st_ctime_ns) == key[2:]:
+            _HASHED[key] = sha      # not written while it was read
+    return sha
+
+
 def snapshot(root: Path) -> dict[str, tuple[int, int, int, str]]:
-    """Every file and link under root, .git/ included: (size, mtime_ns, mode, sha256)."""
+    """Every file and link under root, .git/ included: (size, mtime_ns, mode, sha256).
+    The sha256 is read again wherever the inode's state says the bytes may have moved
+    (_HASHED): a tree snapshotted before and after a command costs one read of it."""
     out = {}
     for top, dirs, files in os.walk(root):
         for name in files + [d for d in dirs if os.path.islink(os.path.join(top, d))]:
             p = os.path.join(top, name)
             st = os.lstat(p)
-            data = os.readlink(p).encode() if os.path.islink(p) else Path(p).read_bytes()
             out[os.path.relpath(p, root)] = (st.st_size, st.st_mtime_ns, st.st_mode,
-                                             hashlib.sha256(data).hexdigest())
+                                             _sha256(p, st))
     return out
 
 
@@ -66,6 +89,36 @@ def forget(copy: Path) -> None:
     held = [p for p in os.environ.get(workcopy.HELD_ENV, '').split(os.pathsep)
             if p and p != str(copy)]
     os.environ[workcopy.HELD_ENV] = os.pathsep.join(held)
+
+
+class SnapshotTest(unittest.TestCase):
+    """snapshot() reads a file once, yet sees every write: same size, mtime put back."""
+
+    def test_a_write_that_keeps_size_and_mtime_is_seen(self) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            root = Path(d) / 'tree'
+            root.mkdir()
+            f = root / 'file.c'
+            f.write_bytes(b'int a;\n')
+            other = Path(d) / 'link'
+            os.link(f, other)               # as make kunit KDIR='s copy links it
+            before = snapshot(root)
+            self.assertEqual(snapshot(root), before)
+            st = f.stat()
+            for how in ('write', 'mmap'):
+                with self.subTest(how=how):
+                    if how == 'write':
+                        with open(other, 'r+b') as w:   # through the other link
+                            w.write(b'int b;\n')
+                    else:
+                        with open(other, 'r+b') as w, mmap.mmap(w.fileno(), 0) as m:
+                            m[4:5] = b'c'
+                    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+                    now = snapshot(root)
+                    self.assertEqual(now['file.c'][:3], before['file.c'][:3])
+                    self.assertNotEqual(now['file.c'][3], before['file.c'][3])
+                    self.assertEqual(now['file.c'][3],
+                                     hashlib.sha256(f.read_bytes()).hexdigest())
 
 
 class CopyTest(unittest.TestCase):
