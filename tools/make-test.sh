@@ -62,6 +62,18 @@ export KERNELS=$kernels
 default=$(kloc registry default) || exit 1
 rm -rf "$OUT"
 mkdir -p "$OUT"
+# The default kernel's arm64 guest builds in the background from here, at nice
+# 19, beside every phase until the one that waits for it (after the mutants): it
+# takes the CPU that the tool tests (two workers that mostly wait on their
+# subprocesses and QEMU), the KDIR proof's git work and the counted and KUnit boots
+# leave idle, and little from the builds in front of it. The tests that use root's
+# copy of the tree meanwhile find it fresh and share it (trees/workcopy.py),
+# and those with time limits get the CPU first. Its phase shows its output.
+arm64_log=$OUT/arm64-guest.log
+arm64_from=$(($(date +%s) - start))
+(renice -n 19 -p "$BASHPID" >/dev/null && kloc guest --kernel "$default" --arch arm64 \
+	--out "$OUT") >"$arm64_log" 2>&1 &
+arm64_pid=$!
 # The tool tests in $JOBS workers (tools/tests/run.py): the review's and the stock
 # kselftest's take minutes each, side by side.
 # Those that boot a guest under the counting plugin wait for the guest phase below.
@@ -108,16 +120,6 @@ tool_tests() {
 	return $rc
 }
 phase "tool tests" tool_tests
-# The default kernel's arm64 guest builds in the background from here (niced),
-# beside the KUnit kernels' and the x86_64 guest's builds and the counted boots:
-# two builds side by side fill each other's serial steps (configuring, linking),
-# and a counted boot runs QEMU in one host thread. Its phase below waits for it
-# and shows its output. (Not beside the tool tests, whose subprocesses have time limits.)
-arm64_log=$OUT/arm64-guest.log
-arm64_from=$(($(date +%s) - start))
-(renice -n 10 -p "$BASHPID" >/dev/null && kloc guest --kernel "$default" --arch arm64 \
-	--out "$OUT") >"$arm64_log" 2>&1 &
-arm64_pid=$!
 arm64_guest() {
 	local rc=0
 	wait "$arm64_pid" || rc=$?
@@ -175,6 +177,11 @@ kloc_count_x86() {
 	return $rc
 }
 phase "kloc-count on the guest of Linux $default" kloc_count_x86
+# Before the arm64 guest's phases: these need none of it, and their boots leave
+# a core to its build.
+phase "kselftest on this machine's kernel" env OUT="$OUT" PYTHON="$PYTHON" \
+	tools/kselftest-host.sh
+phase "mutants on Linux $default" kloc mutants --kernel "$default" --out "$OUT" --jobs "$JOBS"
 phase "arm64 guest of Linux $default (built in the background from ${arm64_from}s)" arm64_guest
 # The MSI workload in the default kernel's arm64 guest,
 # on arm64_2n_its1 and arm64_2n_its0, QEMU tracing its ITS: every interrupt's
@@ -190,9 +197,6 @@ phase "kloc-count on the arm64 guest of Linux $default" bash -c "cd tools && \
 # their results against the kunit phase's and against direct guest boots.
 phase "LAVA jobs of Linux $default (lava-run)" kloc lava --kernel "$default" \
 	--topologies "$(kloc registry make-test-topologies "$default")" --out "$OUT" --run --compare
-phase "kselftest on this machine's kernel" env OUT="$OUT" PYTHON="$PYTHON" \
-	tools/kselftest-host.sh
-phase "mutants on Linux $default" kloc mutants --kernel "$default" --out "$OUT" --jobs "$JOBS"
 # A patch as it would be posted (against the stock driver) reviewed as make
 # review does: applied to the stock file, the package installed on top, KUnit
 # on both sides (BENCH=0: no loopback A/B), and the ITS path (a patch to the
