@@ -31,6 +31,7 @@ def make_repo(root: Path) -> tuple[Path, list[str]]:
     """A repository of five commits: files, an executable, a symlink, a rename, a
     deletion, a folder that becomes a file."""
     repo = root / 'linux'
+    repo.parent.mkdir(parents=True, exist_ok=True)
     repo.mkdir()
     git(repo, 'init', '-q')
     git(repo, 'config', 'gc.auto', '0')
@@ -142,6 +143,29 @@ class Checkout(unittest.TestCase):
         dest = self.root / 'want'
         dest.mkdir()
         self.assertEqual(listing(src), at(self.repo, self.shas[2], dest))
+
+    def test_a_copy_of_commits_the_tree_no_longer_has_gets_a_whole_checkout(self) -> None:
+        """The same KDIR made again, or its series rebased and the old commits pruned:
+        the copy's recorded revision, or an unfinished move's, is no object of the
+        repository, so there is nothing to diff against (make test's second run, found
+        by it: "git diff-tree -r -z failed: fatal: bad object")."""
+        src = self.root / 'cache' / 'step'
+        other, _ = make_repo(self.root / 'other')
+        theirs = []
+        for k in range(3):
+            (other / 'only-there.c').write_text(f'int only_there = {k};\n')
+            theirs.append(commit(other, f'not in the tree ({k})'))
+        for state in ({'rev': theirs[0], 'done': True},
+                      {'rev': theirs[1], 'from': theirs[0], 'done': False}):
+            with self.subTest(state=state):
+                checkout.checkout(Repo(other), theirs[2], src)
+                (src.parent / f'{src.name}.state.json').write_text(json.dumps(state))
+                moved = checkout.checkout(Repo(self.repo), self.shas[1], src)
+                self.assertTrue(moved.full)
+                dest = self.root / f'want-{len(state)}'
+                dest.mkdir()
+                self.assertEqual(listing(src), at(self.repo, self.shas[1], dest))
+                self.assertEqual(checkout.current(src), self.shas[1])
 
 
 def request(kdir: Path, good: str, bad: str, out: Path) -> bisect_run.Request:

@@ -138,13 +138,19 @@ def checkout(repo: Repo, rev: str, src: Path) -> Moved:
     have = current(src)
     if have == rev:
         return Moved(rev, 0, 0, 0.0, False)
+    if have is not None and not repo.has_commit(have):
+        # the tree made again, or its series rebased and the old commits pruned
+        progress.say(f'{src} holds {have[:12]}, a commit {repo.path} does not have: '
+                     'writing a whole checkout')
+        have = None
     try:
         was = json.loads(_state(src).read_text())
     except (OSError, ValueError):
         was = {}
     # an interrupted move is finished first (writing a path twice is harmless)
     if have is None and isinstance(was, dict) and isinstance(was.get('from'), str) \
-            and isinstance(was.get('rev'), str) and src.is_dir():
+            and isinstance(was.get('rev'), str) and not was.get('done') and src.is_dir() \
+            and repo.has_commit(was['from']) and repo.has_commit(was['rev']):
         progress.say(f'{src}: finishing the move to {was["rev"][:12]} that was interrupted')
         _move(repo, src, was['from'], was['rev'])
         have = was['rev']

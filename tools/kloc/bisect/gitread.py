@@ -102,6 +102,12 @@ class Repo:
                            f'--verify {rev} finds none): give a commit, tag or branch it has')
         return Commit(sha, self.subject(sha))
 
+    def has_commit(self, sha: str) -> bool:
+        """Whether sha is a commit this repository has (nothing is fetched)."""
+        return bool(sha) and not sha.startswith('-') and subprocess.run(
+            [*_GIT, '-C', str(self.path), 'cat-file', '-e', f'{sha}^{{commit}}'],
+            capture_output=True, env=dict(os.environ, **_ENV)).returncode == 0
+
     def subject(self, sha: str) -> str:
         return self.text('log', '-1', '--format=%s', sha, '--')
 
