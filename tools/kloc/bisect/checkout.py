@@ -149,7 +149,7 @@ def checkout(repo: Repo, rev: str, src: Path) -> Moved:
         was = {}
     # an interrupted move is finished first (writing a path twice is harmless)
     if have is None and isinstance(was, dict) and isinstance(was.get('from'), str) \
-            and isinstance(was.get('rev'), str) and not was.get('done') and src.is_dir() \
+            and isinstance(was.get('rev'), str) and src.is_dir() \
             and repo.has_commit(was['from']) and repo.has_commit(was['rev']):
         progress.say(f'{src}: finishing the move to {was["rev"][:12]} that was interrupted')
         _move(repo, src, was['from'], was['rev'])

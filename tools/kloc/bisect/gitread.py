@@ -95,18 +95,20 @@ class Repo:
         """The commit rev names (GitError, naming what, if none)."""
         if not rev or rev.startswith('-'):
             raise GitError(f'{what}={rev!r} is not a revision: give a commit, tag or branch')
-        sha = self._run('rev-parse', '--verify', '--quiet', '--end-of-options',
-                        f'{rev}^{{commit}}', check=False).decode().strip()
+        sha = self._commit(rev)
         if len(sha) != 40:
             raise GitError(f'{what}={rev} names no commit in {self.path} (git rev-parse '
                            f'--verify {rev} finds none): give a commit, tag or branch it has')
         return Commit(sha, self.subject(sha))
 
+    def _commit(self, rev: str) -> str:
+        """The full sha of the commit rev names, or '' where it names none here."""
+        return self._run('rev-parse', '--verify', '--quiet', '--end-of-options',
+                         f'{rev}^{{commit}}', check=False).decode().strip()
+
     def has_commit(self, sha: str) -> bool:
         """Whether sha is a commit this repository has (nothing is fetched)."""
-        return bool(sha) and not sha.startswith('-') and subprocess.run(
-            [*_GIT, '-C', str(self.path), 'cat-file', '-e', f'{sha}^{{commit}}'],
-            capture_output=True, env=dict(os.environ, **_ENV)).returncode == 0
+        return len(self._commit(sha)) == 40
 
     def subject(self, sha: str) -> str:
         return self.text('log', '-1', '--format=%s', sha, '--')
