@@ -62,18 +62,26 @@ export KERNELS=$kernels
 default=$(kloc registry default) || exit 1
 rm -rf "$OUT"
 mkdir -p "$OUT"
-# The default kernel's arm64 guest builds in the background from here, at nice
-# 19, beside every phase until the one that waits for it (after the mutants): it
-# takes the CPU that the tool tests (two workers that mostly wait on their
-# subprocesses and QEMU), the KDIR proof's git work and the counted and KUnit boots
-# leave idle, and little from the builds in front of it. The tests that use root's
-# copy of the tree meanwhile find it fresh and share it (trees/workcopy.py),
-# and those with time limits get the CPU first. Its phase shows its output.
+# The default kernel's two guests build in the background from here, the arm64 one
+# and then the x86_64 one, their make at nice 19 (KLOC_BUILD_NICE; their boots at
+# the usual priority), beside every phase until the first that needs each: they take
+# the CPU that the tool tests (two workers that mostly wait on their subprocesses and
+# QEMU), the KDIR proof's git work, the mutants' and the review's boots leave idle,
+# and little from the builds in front of them. The phases that need neither guest
+# run first, then those that need the arm64 one, then those that need both. The tests
+# that use root's copy of the tree meanwhile find it fresh and share it
+# (trees/workcopy.py), and those with time limits get the CPU first. Each guest's
+# phase shows its output.
+guests_from=$(($(date +%s) - start))
 arm64_log=$OUT/arm64-guest.log
-arm64_from=$(($(date +%s) - start))
-(renice -n 19 -p "$BASHPID" >/dev/null && kloc guest --kernel "$default" --arch arm64 \
-	--out "$OUT") >"$arm64_log" 2>&1 &
-arm64_pid=$!
+x86_log=$OUT/x86_64-guest.log
+arm64_rc=$OUT/arm64-guest.rc
+rm -f "$arm64_rc"
+(export KLOC_BUILD_NICE=19
+kloc guest --kernel "$default" --arch arm64 --out "$OUT" >"$arm64_log" 2>&1
+echo $? >"$arm64_rc"
+kloc guest --kernel "$default" --out "$OUT" >"$x86_log" 2>&1) &
+guests_pid=$!
 # The tool tests in $JOBS workers (tools/tests/run.py): the review's and the stock
 # kselftest's take minutes each, side by side.
 # Those that boot a guest under the counting plugin wait for the guest phase below.
@@ -120,10 +128,22 @@ tool_tests() {
 	return $rc
 }
 phase "tool tests" tool_tests
+# The arm64 guest's build and boot, from the background job: done once its exit
+# status is in $arm64_rc (or the job has ended without writing it).
 arm64_guest() {
-	local rc=0
-	wait "$arm64_pid" || rc=$?
+	local rc
+	while [ ! -s "$arm64_rc" ] && kill -0 "$guests_pid" 2>/dev/null; do
+		sleep 2
+	done
 	cat "$arm64_log"
+	rc=$(cat "$arm64_rc" 2>/dev/null) || rc=1
+	return "${rc:-1}"
+}
+# The x86_64 guest's: the end of the background job.
+x86_guest() {
+	local rc=0
+	wait "$guests_pid" || rc=$?
+	cat "$x86_log"
 	return $rc
 }
 for k in $kernels; do
@@ -148,9 +168,47 @@ kdir_proof() {
 }
 phase "make kunit KDIR= writes nothing of the tree, killed or not (Linux $default)" \
 	kdir_proof
+# Before the guests' phases: these need neither, and their boots leave a core to
+# their builds.
+phase "kselftest on this machine's kernel" env OUT="$OUT" PYTHON="$PYTHON" \
+	tools/kselftest-host.sh
+phase "mutants on Linux $default" kloc mutants --kernel "$default" --out "$OUT" --jobs "$JOBS"
+phase "arm64 guest of Linux $default (built in the background from ${guests_from}s)" arm64_guest
+# The MSI workload in the default kernel's arm64 guest,
+# on arm64_2n_its1 and arm64_2n_its0, QEMU tracing its ITS: every interrupt's
+# table reads, exactly, all on the ITS's node (tests/test_its_boot.py).
+phase "ITS interrupt path in the arm64 guest of Linux $default" bash -c "cd tools && \
+	KLOC_GUEST_TESTS=arm64 '$PYTHON' -m unittest -v tests.test_its_boot"
+# The plugin on that arm64 guest, on kloc's QEMU 10: the same patterns, the
+# running vCPU checked against TPIDR_EL1, and the 1:3 window.
+phase "kloc-count on the arm64 guest of Linux $default" bash -c "cd tools && \
+	KLOC_GUEST_TESTS=arm64 '$PYTHON' -m unittest tests.test_counting.BootArm64 \
+	tests.test_counting.PlacementArm64"
+# A patch as it would be posted (against the stock driver) reviewed as make
+# review does: applied to the stock file, the package installed on top, KUnit
+# on both sides (BENCH=0: no loopback A/B), and the ITS path (a patch to the
+# ITS driver). tests/test_review_its.py (MakeTestReviewProof) reads its
+# review.json: every status change PASS -> FAIL, and some; the workload's four
+# commands read remotely in every patched boot; no table read per interrupt moved.
+review_proof() {
+	local patch=kunit/its/mutants/$default/numa-unaware-cmdq.patch
+	kloc review --kernel "$default" --patch "$patch" --topologies arm64_2n_its1 \
+		--bench 0 --out "$OUT" --jobs "$JOBS" --timeout "$TIMEOUT" || return
+	local f json=''
+	for f in "$OUT"/review/numa-unaware-cmdq-*/review.json; do	# the newest
+		[ "$f" -nt "$json" ] && json=$f
+	done
+	json=$(realpath -- "${json:-$OUT/review/no-review.json}") || return
+	(cd tools && KLOC_REVIEW_JSON="$json" "$PYTHON" -m unittest -v \
+		tests.test_review_its.MakeTestReviewProof)
+}
+phase "review of a stock-based ITS patch on Linux $default: PASS -> FAIL, commands remote" \
+	review_proof
 # The default kernel's x86_64 guest, built and booted once: the LAVA jobs deploy it
-# (on a fresh machine nothing else has built it yet).
-phase "guest of Linux $default" kloc guest --kernel "$default" --out "$OUT"
+# (on a fresh machine nothing else has built it yet). The phases after it have no
+# build beside them: kloc-count's two QEMU threads take both cores, and LAVA's
+# check of its jobs' packet rates against direct boots is a timed one.
+phase "guest of Linux $default (built in the background after the arm64 one)" x86_guest
 # The plugin on that guest, on kloc's QEMU 10 (four vCPUs in one thread, as
 # counted boots run): the test program's patterns counted, every callback's
 # vCPU the running one, checked against the guest's per-CPU base register, and
@@ -177,46 +235,10 @@ kloc_count_x86() {
 	return $rc
 }
 phase "kloc-count on the guest of Linux $default" kloc_count_x86
-# Before the arm64 guest's phases: these need none of it, and their boots leave
-# a core to its build.
-phase "kselftest on this machine's kernel" env OUT="$OUT" PYTHON="$PYTHON" \
-	tools/kselftest-host.sh
-phase "mutants on Linux $default" kloc mutants --kernel "$default" --out "$OUT" --jobs "$JOBS"
-phase "arm64 guest of Linux $default (built in the background from ${arm64_from}s)" arm64_guest
-# The MSI workload in the default kernel's arm64 guest,
-# on arm64_2n_its1 and arm64_2n_its0, QEMU tracing its ITS: every interrupt's
-# table reads, exactly, all on the ITS's node (tests/test_its_boot.py).
-phase "ITS interrupt path in the arm64 guest of Linux $default" bash -c "cd tools && \
-	KLOC_GUEST_TESTS=arm64 '$PYTHON' -m unittest -v tests.test_its_boot"
-# The plugin on that arm64 guest, on kloc's QEMU 10: the same patterns, the
-# running vCPU checked against TPIDR_EL1, and the 1:3 window.
-phase "kloc-count on the arm64 guest of Linux $default" bash -c "cd tools && \
-	KLOC_GUEST_TESTS=arm64 '$PYTHON' -m unittest tests.test_counting.BootArm64 \
-	tests.test_counting.PlacementArm64"
 # make lava's jobs for the default kernel, each validated, and run with lava-run:
 # their results against the kunit phase's and against direct guest boots.
 phase "LAVA jobs of Linux $default (lava-run)" kloc lava --kernel "$default" \
 	--topologies "$(kloc registry make-test-topologies "$default")" --out "$OUT" --run --compare
-# A patch as it would be posted (against the stock driver) reviewed as make
-# review does: applied to the stock file, the package installed on top, KUnit
-# on both sides (BENCH=0: no loopback A/B), and the ITS path (a patch to the
-# ITS driver). tests/test_review_its.py (MakeTestReviewProof) reads its
-# review.json: every status change PASS -> FAIL, and some; the workload's four
-# commands read remotely in every patched boot; no table read per interrupt moved.
-review_proof() {
-	local patch=kunit/its/mutants/$default/numa-unaware-cmdq.patch
-	kloc review --kernel "$default" --patch "$patch" --topologies arm64_2n_its1 \
-		--bench 0 --out "$OUT" --jobs "$JOBS" --timeout "$TIMEOUT" || return
-	local f json=''
-	for f in "$OUT"/review/numa-unaware-cmdq-*/review.json; do	# the newest
-		[ "$f" -nt "$json" ] && json=$f
-	done
-	json=$(realpath -- "${json:-$OUT/review/no-review.json}") || return
-	(cd tools && KLOC_REVIEW_JSON="$json" "$PYTHON" -m unittest -v \
-		tests.test_review_its.MakeTestReviewProof)
-}
-phase "review of a stock-based ITS patch on Linux $default: PASS -> FAIL, commands remote" \
-	review_proof
 phase "lint" env OUT="$OUT" PYTHON="$PYTHON" tools/lint.sh
 phase "kunit report (every kernel)" kloc report --out "$OUT"
 # make test's own report.html (its phases, KUnit, the mutants, the ITS path),

@@ -213,6 +213,45 @@ class GuestRequest(unittest.TestCase):
             self.assertTrue((guest.CONFIGS / f'{name}.config').is_file(), name)
 
 
+class BuildNice(unittest.TestCase):
+    """make test builds its guests in the background at KLOC_BUILD_NICE=19: their make
+    runs at that niceness, the build's identity does not change with it, and a value
+    that is no niceness is refused before anything runs."""
+
+    def niceness_under(self, value: str | None) -> int:
+        env = {k: v for k, v in os.environ.items() if k != guest.BUILD_NICE}
+        if value is not None:
+            env[guest.BUILD_NICE] = value
+        with mock.patch.dict(os.environ, env, clear=True):
+            prefix = guest.build_nice()
+        own = os.getpriority(os.PRIO_PROCESS, 0)
+        r = subprocess.run(prefix + ['nice'], capture_output=True, text=True, check=True)
+        return int(r.stdout) - own
+
+    def test_make_runs_at_the_niceness_asked(self) -> None:
+        if os.getpriority(os.PRIO_PROCESS, 0) != 0:
+            self.skipTest('this test runs niced already')
+        self.assertEqual(self.niceness_under('19'), 19)
+        self.assertEqual(self.niceness_under('5'), 5)
+        self.assertEqual(self.niceness_under(None), 0)
+        self.assertEqual(self.niceness_under('0'), 0)
+
+    def test_the_build_is_the_same_build_niced_or_not(self) -> None:
+        g = guest.Guest(tree('6.12.57'), 'x86_64', 'slub')
+        with mock.patch.dict(os.environ, {guest.BUILD_NICE: '19'}):
+            niced = guest._inputs(g)
+        with mock.patch.dict(os.environ, {guest.BUILD_NICE: ''}):
+            self.assertEqual(guest._inputs(g), niced)
+
+    def test_no_niceness_is_refused(self) -> None:
+        for bad in ('20', '-5', 'low', '1.5'):
+            with mock.patch.dict(os.environ, {guest.BUILD_NICE: bad}), \
+                    self.assertRaisesRegex(guest.GuestError,
+                                           f"KLOC_BUILD_NICE='{bad}' is not a niceness from 0 "
+                                           'to 19'):
+                guest.build_nice()
+
+
 class Console(unittest.TestCase):
     def test_result(self) -> None:
         text = f'boot\n{guest.BEGIN}\n{RECORD}\n{guest.END} 0\nreboot\n'
