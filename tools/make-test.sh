@@ -62,25 +62,26 @@ export KERNELS=$kernels
 default=$(kloc registry default) || exit 1
 rm -rf "$OUT"
 mkdir -p "$OUT"
-# The default kernel's two guests build in the background from here, the arm64 one
-# and then the x86_64 one, their make at nice 19 (KLOC_BUILD_NICE; their boots at
-# the usual priority), beside every phase until the first that needs each: they take
-# the CPU that the tool tests (two workers that mostly wait on their subprocesses and
-# QEMU), the KDIR proof's git work, the mutants' and the review's boots leave idle,
-# and little from the builds in front of them. The phases that need neither guest
-# run first, then those that need the arm64 one, then those that need both. The tests
+# The default kernel's two guests build in the background from here, the x86_64 one
+# and then the arm64 one, their make at nice 19 (KLOC_BUILD_NICE; their boots at the
+# usual priority), beside every phase until the first that needs each: they take the
+# CPU that the tool tests (two workers that mostly wait on their subprocesses and
+# QEMU), the KDIR proof's git work and the KUnit and mutants' boots leave idle, and
+# little from the builds in front of them. The x86_64 one first: the mutants build
+# their own from its objects (ccache). The phases that need neither guest run first,
+# then those that need the arm64 one, then those that need the x86_64 one. The tests
 # that use root's copy of the tree meanwhile find it fresh and share it
 # (trees/workcopy.py), and those with time limits get the CPU first. Each guest's
 # phase shows its output.
 guests_from=$(($(date +%s) - start))
-arm64_log=$OUT/arm64-guest.log
 x86_log=$OUT/x86_64-guest.log
-arm64_rc=$OUT/arm64-guest.rc
-rm -f "$arm64_rc"
+x86_rc=$OUT/x86_64-guest.rc
+arm64_log=$OUT/arm64-guest.log
+rm -f "$x86_rc"
 (export KLOC_BUILD_NICE=19
-kloc guest --kernel "$default" --arch arm64 --out "$OUT" >"$arm64_log" 2>&1
-echo $? >"$arm64_rc"
-kloc guest --kernel "$default" --out "$OUT" >"$x86_log" 2>&1) &
+kloc guest --kernel "$default" --out "$OUT" >"$x86_log" 2>&1
+echo $? >"$x86_rc"
+kloc guest --kernel "$default" --arch arm64 --out "$OUT" >"$arm64_log" 2>&1) &
 guests_pid=$!
 # The tool tests in $JOBS workers (tools/tests/run.py): the review's and the stock
 # kselftest's take minutes each, side by side.
@@ -128,22 +129,22 @@ tool_tests() {
 	return $rc
 }
 phase "tool tests" tool_tests
-# The arm64 guest's build and boot, from the background job: done once its exit
-# status is in $arm64_rc (or the job has ended without writing it).
-arm64_guest() {
+# The x86_64 guest's build and boot, from the background job: done once its exit
+# status is in $x86_rc (or the job has ended without writing it).
+x86_guest() {
 	local rc
-	while [ ! -s "$arm64_rc" ] && kill -0 "$guests_pid" 2>/dev/null; do
+	while [ ! -s "$x86_rc" ] && kill -0 "$guests_pid" 2>/dev/null; do
 		sleep 2
 	done
-	cat "$arm64_log"
-	rc=$(cat "$arm64_rc" 2>/dev/null) || rc=1
+	cat "$x86_log"
+	rc=$(cat "$x86_rc" 2>/dev/null) || rc=1
 	return "${rc:-1}"
 }
-# The x86_64 guest's: the end of the background job.
-x86_guest() {
+# The arm64 guest's: the end of the background job.
+arm64_guest() {
 	local rc=0
 	wait "$guests_pid" || rc=$?
-	cat "$x86_log"
+	cat "$arm64_log"
 	return $rc
 }
 for k in $kernels; do
@@ -173,7 +174,7 @@ phase "make kunit KDIR= writes nothing of the tree, killed or not (Linux $defaul
 phase "kselftest on this machine's kernel" env OUT="$OUT" PYTHON="$PYTHON" \
 	tools/kselftest-host.sh
 phase "mutants on Linux $default" kloc mutants --kernel "$default" --out "$OUT" --jobs "$JOBS"
-phase "arm64 guest of Linux $default (built in the background from ${guests_from}s)" arm64_guest
+phase "arm64 guest of Linux $default (built in the background after the x86_64 one)" arm64_guest
 # The MSI workload in the default kernel's arm64 guest,
 # on arm64_2n_its1 and arm64_2n_its0, QEMU tracing its ITS: every interrupt's
 # table reads, exactly, all on the ITS's node (tests/test_its_boot.py).
@@ -208,7 +209,7 @@ phase "review of a stock-based ITS patch on Linux $default: PASS -> FAIL, comman
 # (on a fresh machine nothing else has built it yet). The phases after it have no
 # build beside them: kloc-count's two QEMU threads take both cores, and LAVA's
 # check of its jobs' packet rates against direct boots is a timed one.
-phase "guest of Linux $default (built in the background after the arm64 one)" x86_guest
+phase "guest of Linux $default (built in the background from ${guests_from}s)" x86_guest
 # The plugin on that guest, on kloc's QEMU 10 (four vCPUs in one thread, as
 # counted boots run): the test program's patterns counted, every callback's
 # vCPU the running one, checked against the guest's per-CPU base register, and
