@@ -15,7 +15,9 @@ cd "$(dirname "$0")/.." || exit 1
 
 # shellcheck source=tools/lib.sh
 . tools/lib.sh
-OUT=${OUT:-out}/test
+# Absolute: phases run the Python tests from tools/, where a relative OUT would
+# name tools/out (the KDIR proof's output went there until this was absolute).
+OUT=$(realpath -m -- "${OUT:-out}/test") || exit 1
 JOBS=${JOBS:-$(nproc)}
 TIMEOUT=${TIMEOUT:-300}
 export OUT
@@ -62,6 +64,8 @@ export KERNELS=$kernels
 default=$(kloc registry default) || exit 1
 rm -rf "$OUT"
 mkdir -p "$OUT"
+# What the checkout holds outside OUT now; the last phase finds anything new.
+tools/checkout-unchanged.sh record "$OUT/checkout.before" "$OUT" || exit 1
 # The default kernel's two guests build in the background from here, the x86_64 one
 # and then the arm64 one, their make at nice 19 (KLOC_BUILD_NICE; their boots at the
 # usual priority), beside every phase until the first that needs each: they take the
@@ -164,7 +168,7 @@ done
 # the copy, the series' writes and the build, then to the end (the guard fails) and
 # on the reverted tree (it passes): every file of the tree, .git/ included, as before.
 kdir_proof() {
-	(cd tools && KLOC_KDIR_PROOF_OUT="$(realpath -m "$OUT/kdir-proof")" "$PYTHON" -m \
+	(cd tools && KLOC_KDIR_PROOF_OUT="$OUT/kdir-proof" "$PYTHON" -m \
 		unittest -v tests.test_kdir_untouched)
 }
 phase "make kunit KDIR= writes nothing of the tree, killed or not (Linux $default)" \
@@ -254,6 +258,10 @@ html_proof() {
 		tests.test_report_html.MakeTestReport)
 }
 phase "report.html in a browser" html_proof
+# Last: every phase wrote only under OUT and the caches, nothing into the
+# checkout (git status against the record taken at the start).
+phase "nothing written into the checkout outside OUT" \
+	tools/checkout-unchanged.sh check "$OUT/checkout.before" "$OUT"
 
 printf '\nmake test finished in %ds' $(($(date +%s) - start))
 [ $failed -eq 0 ] || printf '; failed: %s' "${failures[*]}"
