@@ -20,6 +20,10 @@ usage() {
 
 [ $# -eq 3 ] || usage
 mode=$1 record=$2 out=$3
+case $mode in
+record|check) ;;
+*) usage ;;
+esac
 
 if ! git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
 	[ "$mode" = check ] && echo "not a git checkout: nothing to compare"
@@ -56,8 +60,5 @@ check)
 		exit 1
 	fi
 	echo "the checkout $top: nothing new, changed or removed outside OUT"
-	;;
-*)
-	usage
 	;;
 esac

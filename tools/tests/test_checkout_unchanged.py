@@ -12,6 +12,7 @@ import unittest
 from pathlib import Path
 
 from .helpers import TOOLS
+from .test_bisect_git import commit
 from .test_workcopy import git
 
 SCRIPT = TOOLS / 'checkout-unchanged.sh'
@@ -28,8 +29,7 @@ class CheckoutUnchanged(unittest.TestCase):
         (self.repo / 'tools').mkdir()
         (self.repo / 'tools' / 'a.py').write_text('a = 1\n')
         (self.repo / 'README.md').write_text('kloc\n')
-        git(self.repo, 'add', '-A')
-        git(self.repo, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '-m', 'a')
+        commit(self.repo, 'a')
         self.record = Path(self._tmp.name) / 'record'
 
     def script(self, mode: str, out: str,
@@ -97,6 +97,11 @@ class CheckoutUnchanged(unittest.TestCase):
                            text=True, check=False)
         self.assertEqual(r.returncode, 2)
         self.assertIn('usage:', r.stderr)
+        for cwd in (self.repo, Path(self._tmp.name)):
+            r = subprocess.run([str(SCRIPT), 'chek', str(self.record), 'out'], cwd=cwd,
+                               capture_output=True, text=True, check=False)
+            self.assertEqual(r.returncode, 2, cwd)
+            self.assertIn('usage:', r.stderr)
 
     def test_not_a_git_checkout(self) -> None:
         plain = Path(self._tmp.name) / 'tarball'
