@@ -251,6 +251,16 @@ class BuildNice(unittest.TestCase):
                                            'to 19'):
                 guest.build_nice()
 
+    def test_refused_where_nothing_is_built(self) -> None:
+        """check(), which every command runs before it builds or reuses a guest,
+        refuses it: a bad value is never passed over because the image was reused."""
+        g = guest.Guest(tree('6.12.57'), 'x86_64', 'slub')
+        with mock.patch.dict(os.environ, {guest.BUILD_NICE: 'low'}), \
+                self.assertRaisesRegex(guest.GuestError, "KLOC_BUILD_NICE='low'"):
+            guest.check(g)
+        with mock.patch.dict(os.environ, {guest.BUILD_NICE: '19'}):
+            guest.check(g)
+
 
 class Console(unittest.TestCase):
     def test_result(self) -> None:

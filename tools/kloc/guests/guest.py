@@ -82,6 +82,7 @@ def check(guest: Guest) -> None:
     if guest.allocator == 'slab' and not kernels.has_slab(guest.tree.version):
         raise GuestError(f'SLAB is not available on Linux {guest.tree.version}: it was '
                          'deprecated in 6.5 and removed in 6.8; use KERNEL=6.1 for SLAB')
+    build_nice()    # refused here, before any build, not only where one is needed
 
 
 MIN_FREE_GIB = 4
